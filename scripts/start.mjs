@@ -1,0 +1,115 @@
+#!/usr/bin/env node
+// `npm start`: the whole service on this machine. wrangler dev (local D1, R2, Queues, Durable
+// Objects) on 127.0.0.1 plus the gateway. On first run it writes .dev.vars with fresh secrets.
+// ADMIN_API_KEY and PORT from the environment win over .dev.vars. Ctrl-C stops everything.
+import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const devVarsPath = join(root, '.dev.vars');
+const persistTo = process.env.PERSIST_TO ?? join(root, '.wrangler', 'state');
+const wranglerBin = join(root, 'node_modules', 'wrangler', 'bin', 'wrangler.js');
+
+function parseVars(text) {
+  const vars = {};
+  for (const line of text.split(/\r?\n/)) {
+    const match = /^\s*([A-Z0-9_]+)\s*=\s*(.*)\s*$/.exec(line);
+    if (match) vars[match[1]] = match[2].replace(/^"(.*)"$/, '$1');
+  }
+  return vars;
+}
+
+function ensureDevVars() {
+  if (existsSync(devVarsPath)) return parseVars(readFileSync(devVarsPath, 'utf8'));
+  const vars = {
+    ADMIN_API_KEY: `mbx_admin_${randomBytes(24).toString('hex')}`,
+    CREDENTIALS_KEY: randomBytes(32).toString('base64'),
+    GATEWAY_SECRET: randomBytes(32).toString('hex'),
+    ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+  };
+  const body = Object.entries(vars).map(([k, v]) => `${k}="${v}"`).join('\n');
+  writeFileSync(devVarsPath, `# Local secrets, written by npm start on first run. Never commit this file.\n${body}\n`, { mode: 0o600 });
+  console.log(`[start] wrote .dev.vars with fresh secrets. Your admin API key: ${vars.ADMIN_API_KEY}`);
+  return vars;
+}
+
+const vars = ensureDevVars();
+if (process.env.ADMIN_API_KEY) vars.ADMIN_API_KEY = process.env.ADMIN_API_KEY;
+const port = process.env.PORT ?? '8787';
+if (!/^\d+$/.test(port)) {
+  console.error(`[start] PORT must be a number, got ${JSON.stringify(port)}`);
+  process.exit(1);
+}
+
+function wrangler(args, options = {}) {
+  return [process.execPath, [wranglerBin, ...args], { cwd: root, env: { ...process.env, WRANGLER_SEND_METRICS: 'false' }, ...options }];
+}
+
+const migrate = spawnSync(...wrangler(['d1', 'migrations', 'apply', 'DB', '--local', '--persist-to', persistTo], { stdio: 'inherit', input: 'y\n' }));
+if (migrate.status !== 0) {
+  console.error('[start] applying the local D1 migrations failed');
+  process.exit(migrate.status ?? 1);
+}
+
+// Values given with --var win over .dev.vars, so the environment's overrides reach the Worker.
+const overrides = Object.entries(vars).flatMap(([k, v]) => ['--var', `${k}:${v}`]);
+const children = [];
+const worker = spawn(
+  ...wrangler(
+    ['dev', '--ip', '127.0.0.1', '--port', port, '--persist-to', persistTo, '--show-interactive-dev-session=false', ...overrides],
+    { stdio: 'inherit', detached: true },
+  ),
+);
+children.push(worker);
+
+const gatewayEntry = join(root, 'gateway', 'main.ts');
+if (existsSync(gatewayEntry)) {
+  // The gateway gets this process's environment (NODE_EXTRA_CA_CERTS, GATEWAY_ID, …) plus where the Worker is.
+  const gateway = spawn(process.execPath, [gatewayEntry], {
+    cwd: root,
+    stdio: 'inherit',
+    detached: true,
+    env: {
+      ...process.env,
+      WORKER_URL: process.env.WORKER_URL ?? `http://127.0.0.1:${port}`,
+      GATEWAY_SECRET: vars.GATEWAY_SECRET,
+    },
+  });
+  children.push(gateway);
+}
+
+let stopping = false;
+function stop(code) {
+  if (stopping) return;
+  stopping = true;
+  for (const child of children) {
+    try {
+      process.kill(-child.pid, 'SIGTERM');
+    } catch {
+      // already gone
+    }
+  }
+  setTimeout(() => {
+    for (const child of children) {
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    process.exit(code);
+  }, 3000).unref();
+  Promise.all(children.map((c) => (c.exitCode !== null ? null : new Promise((r) => c.once('exit', r))))).then(() => process.exit(code));
+}
+
+process.on('SIGINT', () => stop(0));
+process.on('SIGTERM', () => stop(0));
+for (const child of children) {
+  child.once('exit', (code) => {
+    if (!stopping) console.error(`[start] a child process exited (code ${code}); stopping the rest`);
+    stop(code ?? 1);
+  });
+}

@@ -1,0 +1,45 @@
+import { exports } from 'cloudflare:workers';
+
+export const ADMIN_KEY = 'test-admin-key';
+
+export interface ApiResponse<T = any> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+/** A request to the Worker's own fetch handler, as a client would send it. */
+export async function api<T = any>(
+  method: string,
+  path: string,
+  options: { key?: string | null; body?: unknown; rawBody?: BodyInit; headers?: Record<string, string> } = {},
+): Promise<ApiResponse<T>> {
+  const headers: Record<string, string> = { ...options.headers };
+  const key = options.key === undefined ? ADMIN_KEY : options.key;
+  if (key !== null) headers['X-API-KEY'] = key;
+  let body: BodyInit | undefined = options.rawBody;
+  if (options.body !== undefined) {
+    body = JSON.stringify(options.body);
+    headers['Content-Type'] = 'application/json';
+  }
+  const response = await exports.default.fetch(`https://mail.example.com/api/v1${path}`, { method, headers, body });
+  const text = await response.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // not JSON: keep the text
+  }
+  return { status: response.status, body: parsed as T, headers: response.headers };
+}
+
+/** Asserts the spec's error shape and returns it. */
+export function expectError(res: ApiResponse, status: number, type: string) {
+  if (res.status !== status || res.body?.type !== `errors/${type}`) {
+    throw new Error(`expected ${status} errors/${type}, got ${res.status} ${JSON.stringify(res.body)}`);
+  }
+  const keys = Object.keys(res.body).sort();
+  if (keys.join(',') !== 'detail,status,title,type') throw new Error(`unexpected error shape ${keys}`);
+  if (typeof res.body.detail !== 'string' || res.body.detail.length < 5) throw new Error('detail missing');
+  return res.body as { status: number; type: string; title: string; detail: string };
+}

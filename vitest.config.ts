@@ -1,0 +1,9 @@
+import { defineConfig } from 'vitest/config';
+
+// Two kinds of tests: worker code inside workerd (Cloudflare's vitest integration), and Node code
+// (gateway, end-to-end runs of `npm start` against real Dovecot/Postfix) in plain vitest.
+export default defineConfig({
+  test: {
+    projects: ['test/worker/vitest.config.ts', 'test/node/vitest.config.ts'],
+  },
+});

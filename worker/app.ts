@@ -1,0 +1,51 @@
+/**
+ * The HTTP API: Hono under /api/v1. Authentication, the body size limit and the error shape are
+ * applied here once, for every route.
+ */
+import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import { z } from 'zod';
+import type { Env } from './env.ts';
+import { ApiError, errorResponse } from './lib/errors.ts';
+import { requireApiKey } from './lib/auth.ts';
+import { describeIssues } from './lib/validation.ts';
+import { apiKeys } from './routes/api-keys.ts';
+import { accounts } from './routes/accounts.ts';
+
+export interface AppEnv {
+  Bindings: Env;
+  Variables: { apiKeyId: string };
+}
+
+/** Requests may carry attachments up to 30 MB. */
+export const MAX_BODY_BYTES = 30 * 1024 * 1024;
+
+export function createApp(): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+
+  app.onError((err, c) => {
+    if (err instanceof ApiError) return errorResponse(err.kind, err.detail, err.headers);
+    if (err instanceof z.ZodError) return errorResponse('invalid_parameters', describeIssues(err));
+    // Only the method and the route pattern are logged: never the query, headers or body.
+    console.error(`unexpected error on ${c.req.method} ${c.req.routePath}:`, err instanceof Error ? err.stack : String(err));
+    return errorResponse('unexpected_error', 'Something went wrong on our side; the error has been logged.');
+  });
+
+  app.notFound((c) => errorResponse('not_found', `No route for ${c.req.method} ${new URL(c.req.url).pathname}.`));
+
+  const v1 = new Hono<AppEnv>();
+  v1.use(
+    '*',
+    bodyLimit({
+      maxSize: MAX_BODY_BYTES,
+      onError: () => errorResponse('payload_too_large', 'The request body is larger than 30 MB.'),
+    }),
+  );
+  v1.use('*', requireApiKey);
+  v1.route('/api-keys', apiKeys);
+  v1.route('/accounts', accounts);
+  v1.notFound((c) => errorResponse('not_found', `No route for ${c.req.method} ${new URL(c.req.url).pathname}.`));
+
+  app.route('/api/v1', v1);
+  return app;
+}

@@ -1,0 +1,22 @@
+import type { AccountObject } from './durable/account-object.ts';
+
+/** Bindings and secrets of the Worker (see wrangler.toml). */
+export interface Env {
+  DB: D1Database;
+  BLOBS: R2Bucket;
+  ACCOUNTS: DurableObjectNamespace<AccountObject>;
+  WEBHOOKS: Queue<WebhookQueueMessage>;
+  /** Accepted as an API key; how the first key is made. */
+  ADMIN_API_KEY?: string;
+  /** base64 of 32 random bytes: AES-256-GCM key for secrets at rest. */
+  CREDENTIALS_KEY: string;
+  /** Shared secret that signs every call between the gateway and the Worker. */
+  GATEWAY_SECRET: string;
+  /** "true" allows webhook URLs on private/loopback addresses (local development). */
+  ALLOW_PRIVATE_WEBHOOK_URLS?: string;
+}
+
+/** What travels through the webhooks queue: one outbox event, fanned out by the consumer. */
+export type WebhookQueueMessage =
+  | { kind: 'event'; event_id: string }
+  | { kind: 'delivery'; conversation_id: string };

@@ -1,0 +1,46 @@
+/**
+ * X-API-KEY authentication. Keys are stored only as SHA-256 hashes and compared in constant time;
+ * the ADMIN_API_KEY secret is accepted too (that is how the first key is made). `last_used_at` is
+ * written at most once a minute per key, in the background, never on the request's path.
+ */
+import type { MiddlewareHandler } from 'hono';
+import type { AppEnv } from '../app.ts';
+import { ApiError } from './errors.ts';
+import { constantTimeEqual, sha256Hex } from './crypto.ts';
+import { isoNow } from './time.ts';
+
+const LAST_USED_RESOLUTION_MS = 60_000;
+
+export const API_KEY_PREFIX = 'mbx_';
+
+export const hashApiKey = (key: string): Promise<string> => sha256Hex(key);
+
+export const requireApiKey: MiddlewareHandler<AppEnv> = async (c, next) => {
+  const presented = c.req.header('X-API-KEY');
+  if (!presented) throw new ApiError('unauthorized', 'The X-API-KEY header is missing.');
+
+  const admin = c.env.ADMIN_API_KEY;
+  if (admin && (await constantTimeEqual(presented, admin))) {
+    c.set('apiKeyId', 'admin');
+    return next();
+  }
+
+  const hash = await hashApiKey(presented);
+  const row = await c.env.DB.prepare(
+    'SELECT id, key_hash, last_used_at FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL',
+  )
+    .bind(hash)
+    .first<{ id: string; key_hash: string; last_used_at: string | null }>();
+  if (!row || !(await constantTimeEqual(row.key_hash, hash))) {
+    throw new ApiError('unauthorized', 'The API key is not valid or has been revoked.');
+  }
+  c.set('apiKeyId', row.id);
+
+  const lastUsed = row.last_used_at ? Date.parse(row.last_used_at) : 0;
+  if (Date.now() - lastUsed > LAST_USED_RESOLUTION_MS) {
+    c.executionCtx.waitUntil(
+      c.env.DB.prepare('UPDATE api_keys SET last_used_at = ? WHERE id = ?').bind(isoNow(), row.id).run(),
+    );
+  }
+  return next();
+};

@@ -1,0 +1,83 @@
+/** WebCrypto helpers: hashing, constant-time comparison, AES-GCM for secrets at rest, HMAC signatures. */
+
+import { encodeBase32 } from './ids.ts';
+
+const encoder = new TextEncoder();
+
+export function toHex(bytes: ArrayBuffer | Uint8Array): string {
+  return [...new Uint8Array(bytes)].map((b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+export function toBase64(bytes: Uint8Array): string {
+  let binary = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(binary);
+}
+
+export function fromBase64(text: string): Uint8Array {
+  const binary = atob(text);
+  const out = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i);
+  return out;
+}
+
+export async function sha256Hex(text: string): Promise<string> {
+  return toHex(await crypto.subtle.digest('SHA-256', encoder.encode(text)));
+}
+
+/** Constant-time equality of two strings (compares their SHA-256 digests, so lengths leak nothing either). */
+export async function constantTimeEqual(a: string, b: string): Promise<boolean> {
+  const [da, db] = await Promise.all([
+    crypto.subtle.digest('SHA-256', encoder.encode(a)),
+    crypto.subtle.digest('SHA-256', encoder.encode(b)),
+  ]);
+  return crypto.subtle.timingSafeEqual(da, db);
+}
+
+/** A random secret token: `prefix` + base32 of `bytes` random bytes. */
+export function randomToken(prefix: string, bytes = 30): string {
+  return prefix + encodeBase32(crypto.getRandomValues(new Uint8Array(bytes))).toLowerCase();
+}
+
+export async function hmacSha256(key: Uint8Array | string, message: string): Promise<Uint8Array> {
+  const raw = typeof key === 'string' ? encoder.encode(key) : key;
+  const cryptoKey = await crypto.subtle.importKey('raw', raw, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
+  return new Uint8Array(await crypto.subtle.sign('HMAC', cryptoKey, encoder.encode(message)));
+}
+
+const aesKeys = new Map<string, Promise<CryptoKey>>();
+
+function aesKey(secret: string): Promise<CryptoKey> {
+  let key = aesKeys.get(secret);
+  if (!key) {
+    const raw = fromBase64(secret);
+    if (raw.length !== 32) throw new Error('CREDENTIALS_KEY must be base64 of exactly 32 bytes');
+    key = crypto.subtle.importKey('raw', raw, 'AES-GCM', false, ['encrypt', 'decrypt']);
+    aesKeys.set(secret, key);
+  }
+  return key;
+}
+
+/** AES-256-GCM: "v1.<base64 iv>.<base64 ciphertext+tag>". `context` is bound as additional data. */
+export async function encryptSecret(secret: string, plaintext: string, context: string): Promise<string> {
+  const iv = crypto.getRandomValues(new Uint8Array(12));
+  const sealed = await crypto.subtle.encrypt(
+    { name: 'AES-GCM', iv, additionalData: encoder.encode(context) },
+    await aesKey(secret),
+    encoder.encode(plaintext),
+  );
+  return `v1.${toBase64(iv)}.${toBase64(new Uint8Array(sealed))}`;
+}
+
+export async function decryptSecret(secret: string, sealed: string, context: string): Promise<string> {
+  const [version, iv, data] = sealed.split('.');
+  if (version !== 'v1' || !iv || !data) throw new Error('unknown ciphertext format');
+  const plain = await crypto.subtle.decrypt(
+    { name: 'AES-GCM', iv: fromBase64(iv), additionalData: encoder.encode(context) },
+    await aesKey(secret),
+    fromBase64(data),
+  );
+  return new TextDecoder().decode(plain);
+}

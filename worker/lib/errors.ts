@@ -1,0 +1,62 @@
+/** The spec's error shape: {status, type, title, detail}. Every failure the API returns goes through here. */
+
+const KINDS = {
+  invalid_parameters: { status: 400, title: 'Invalid parameters' },
+  unauthorized: { status: 401, title: 'Unauthorized' },
+  invalid_credentials: { status: 401, title: 'Invalid credentials' },
+  not_found: { status: 404, title: 'Not found' },
+  already_exists: { status: 409, title: 'Already exists' },
+  payload_too_large: { status: 413, title: 'Payload too large' },
+  provider_rejected: { status: 422, title: 'Rejected by the provider' },
+  rate_limited: { status: 429, title: 'Too many requests' },
+  unexpected_error: { status: 500, title: 'Unexpected error' },
+  provider_error: { status: 502, title: 'Mail provider error' },
+} as const;
+
+export type ErrorKind = keyof typeof KINDS;
+
+export interface ErrorBody {
+  status: number;
+  type: string;
+  title: string;
+  detail: string;
+}
+
+export class ApiError extends Error {
+  readonly kind: ErrorKind;
+  readonly detail: string;
+  readonly headers: Record<string, string>;
+
+  constructor(kind: ErrorKind, detail: string, headers: Record<string, string> = {}) {
+    super(`${kind}: ${detail}`);
+    this.kind = kind;
+    this.detail = detail;
+    this.headers = headers;
+  }
+
+  get status(): number {
+    return KINDS[this.kind].status;
+  }
+
+  toBody(): ErrorBody {
+    return errorBody(this.kind, this.detail);
+  }
+}
+
+export function errorBody(kind: ErrorKind, detail: string): ErrorBody {
+  const { status, title } = KINDS[kind];
+  return { status, type: `errors/${kind}`, title, detail };
+}
+
+export function errorResponse(kind: ErrorKind, detail: string, headers: Record<string, string> = {}): Response {
+  const body = errorBody(kind, detail);
+  return Response.json(body, { status: body.status, headers });
+}
+
+export const notFound = (what: string) => new ApiError('not_found', `${what} not found`);
+export const invalid = (detail: string) => new ApiError('invalid_parameters', detail);
+
+/** Is this a known error kind name (e.g. relayed from the gateway)? */
+export function isErrorKind(value: unknown): value is ErrorKind {
+  return typeof value === 'string' && value in KINDS;
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // `npm start`: the whole service on this machine. wrangler dev (local D1, R2, Queues, Durable
 // Objects) on 127.0.0.1 plus the gateway. On first run it writes .dev.vars with fresh secrets.
-// ADMIN_API_KEY and PORT from the environment win over .dev.vars. Ctrl-C stops everything.
+// ADMIN_API_KEY, CREDENTIALS_KEY, GATEWAY_SECRET and PORT from the environment win over .dev.vars.
+// START_GATEWAY=0 runs the Worker alone (for gateways run elsewhere). Ctrl-C stops everything.
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -37,7 +38,9 @@ function ensureDevVars() {
 }
 
 const vars = ensureDevVars();
-if (process.env.ADMIN_API_KEY) vars.ADMIN_API_KEY = process.env.ADMIN_API_KEY;
+for (const name of ['ADMIN_API_KEY', 'CREDENTIALS_KEY', 'GATEWAY_SECRET', 'ALLOW_PRIVATE_WEBHOOK_URLS']) {
+  if (process.env[name]) vars[name] = process.env[name];
+}
 const port = process.env.PORT ?? '8787';
 if (!/^\d+$/.test(port)) {
   console.error(`[start] PORT must be a number, got ${JSON.stringify(port)}`);
@@ -66,7 +69,7 @@ const worker = spawn(
 children.push(worker);
 
 const gatewayEntry = join(root, 'gateway', 'main.ts');
-if (existsSync(gatewayEntry)) {
+if (existsSync(gatewayEntry) && process.env.START_GATEWAY !== '0') {
   // The gateway gets this process's environment (NODE_EXTRA_CA_CERTS, GATEWAY_ID, …) plus where the Worker is.
   const gateway = spawn(process.execPath, [gatewayEntry], {
     cwd: root,

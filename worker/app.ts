@@ -10,7 +10,12 @@ import { ApiError, errorResponse } from './lib/errors.ts';
 import { requireApiKey } from './lib/auth.ts';
 import { describeIssues } from './lib/validation.ts';
 import { apiKeys } from './routes/api-keys.ts';
-import { accounts } from './routes/accounts.ts';
+import { accounts, authIntent } from './routes/accounts.ts';
+import { drafts, emails } from './routes/emails.ts';
+import { folders } from './routes/folders.ts';
+import { accountScoped } from './routes/account-scoped.ts';
+import { gatewayRoutes } from './gateways/routes.ts';
+import { webhooks } from './routes/webhooks.ts';
 
 export interface AppEnv {
   Bindings: Env;
@@ -44,8 +49,17 @@ export function createApp(): Hono<AppEnv> {
   v1.use('*', requireApiKey);
   v1.route('/api-keys', apiKeys);
   v1.route('/accounts', accounts);
+  v1.route('/auth', authIntent);
+  v1.route('/folders', folders);
+  v1.route('/emails', emails);
+  v1.route('/drafts', drafts);
+  v1.route('/webhooks', webhooks);
+  // Last: the account-scoped paths start with a parameter.
+  v1.route('/', accountScoped);
   v1.notFound((c) => errorResponse('not_found', `No route for ${c.req.method} ${new URL(c.req.url).pathname}.`));
 
   app.route('/api/v1', v1);
+  // The gateway's side door: signed with GATEWAY_SECRET, never reachable with an API key.
+  app.route('/internal/gateway', gatewayRoutes);
   return app;
 }

@@ -1,10 +1,12 @@
 import type { AccountObject } from './durable/account-object.ts';
+import type { GatewayObject } from './durable/gateway-object.ts';
 
 /** Bindings and secrets of the Worker (see wrangler.toml). */
 export interface Env {
   DB: D1Database;
   BLOBS: R2Bucket;
   ACCOUNTS: DurableObjectNamespace<AccountObject>;
+  GATEWAYS: DurableObjectNamespace<GatewayObject>;
   WEBHOOKS: Queue<WebhookQueueMessage>;
   /** Accepted as an API key; how the first key is made. */
   ADMIN_API_KEY?: string;

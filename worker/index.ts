@@ -1,11 +1,18 @@
 /** The Worker's entry points: HTTP API, webhook queue consumer, scheduled sweeps; and the Durable Object class. */
 import { createApp } from './app.ts';
-import type { Env } from './env.ts';
+import type { Env, WebhookQueueMessage } from './env.ts';
+import { handleWebhookBatch } from './webhooks/consumer.ts';
+import { runSweep } from './webhooks/sweep.ts';
 
 export { AccountObject } from './durable/account-object.ts';
+export { GatewayObject } from './durable/gateway-object.ts';
 
 const app = createApp();
 
 export default {
   fetch: app.fetch,
-} satisfies ExportedHandler<Env>;
+  queue: (batch, env) => handleWebhookBatch(batch, env),
+  scheduled: async (_controller, env) => {
+    await runSweep(env);
+  },
+} satisfies ExportedHandler<Env, WebhookQueueMessage>;

@@ -16,7 +16,7 @@ beforeAll(async () => {
   stateDir = mkdtempSync(join(tmpdir(), 'mailbox-start-'));
   base = `http://127.0.0.1:${port}/api/v1`;
   child = spawn('npm', ['start'], {
-    env: { ...process.env, ADMIN_API_KEY: ADMIN, PORT: String(port), PERSIST_TO: stateDir, GATEWAY_DISABLED: '1' },
+    env: { ...process.env, ADMIN_API_KEY: ADMIN, PORT: String(port), PERSIST_TO: stateDir, START_GATEWAY: '0' },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });

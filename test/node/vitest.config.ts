@@ -7,8 +7,10 @@ export default defineProject({
   test: {
     name: 'node',
     root,
-    include: ['test/node/**/*.test.ts'],
+    include: ['test/node/**/*.test.ts', 'test/mailserver/**/*.test.ts'],
     environment: 'node',
+    // End-to-end files start their own servers; one at a time keeps a 2-core machine responsive.
+    fileParallelism: false,
     testTimeout: 120_000,
     hookTimeout: 300_000,
   },

@@ -1,8 +1,22 @@
 import { cloudflareTest, readD1Migrations } from '@cloudflare/vitest-plugin';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defineProject } from 'vitest/config';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
+
+// Test fixtures as { 'corpus/x/y.eml': base64 }: workerd cannot read the filesystem, and Vite's ?raw
+// imports would decode non-UTF-8 mail as UTF-8 and mangle it.
+function fixtureFiles(dir = `${root}/test/fixtures`): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile()) continue;
+    const path = join(entry.parentPath, entry.name);
+    out[relative(dir, path)] = readFileSync(path).toString('base64');
+  }
+  return out;
+}
 
 export default defineProject({
   plugins: [
@@ -15,6 +29,7 @@ export default defineProject({
           GATEWAY_SECRET: 'test-gateway-secret',
           ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
           TEST_MIGRATIONS: await readD1Migrations(`${root}/migrations`),
+          TEST_FIXTURES: fixtureFiles(),
         },
       },
     })),

@@ -1,28 +1,66 @@
 import { Hono } from 'hono';
+import { z } from 'zod';
 import type { AppEnv } from '../app.ts';
+import { AuthIntentBody, connectAccount } from '../accounts/connect.ts';
 import { ACCOUNT_COLUMNS, presentAccount, type AccountRow } from '../accounts/present.ts';
+import type { Env } from '../env.ts';
+import { dispatchEvents, eventStatement, newEvent } from '../events/outbox.ts';
+import { notifyGateway } from '../gateways/registry.ts';
 import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { offsetList, offsetPaging } from '../lib/paging.ts';
-import { parseQuery } from '../lib/validation.ts';
+import { isoNow } from '../lib/time.ts';
+import { parseJsonBody, parseQuery, singleLine } from '../lib/validation.ts';
 
 export async function loadAccount(db: D1Database, rawId: string | undefined): Promise<AccountRow> {
   const id = parseId('account', rawId);
-  const row = id
-    ? await db.prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`).bind(id).first<AccountRow>()
-    : null;
+  const row = id ? await db.prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`).bind(id).first<AccountRow>() : null;
   if (!row) throw notFound('Account');
   return row;
 }
 
+const PatchBody = z
+  .strictObject({
+    metadata: z.record(z.string(), z.unknown()).optional(),
+    display_name: singleLine('display_name').pipe(z.string().max(200)).nullable().optional(),
+  })
+  .refine((b) => !b.metadata || JSON.stringify(b.metadata).length <= 16 * 1024, { message: 'must be at most 16 KB of JSON', path: ['metadata'] });
+
+/** Removing an account: stop its sync, purge its data, then drop the row with its event. */
+async function removeAccount(env: Env, row: AccountRow) {
+  const holder = await env.ACCOUNTS.get(env.ACCOUNTS.idFromName(row.id)).remove();
+  if (holder) await notifyGateway(env, holder, { op: 'release', account_id: row.id });
+  const event = newEvent('account.remove', row.id, presentAccount(row));
+  await env.DB.batch([env.DB.prepare('DELETE FROM accounts WHERE id = ?').bind(row.id), eventStatement(env.DB, event)]);
+  await dispatchEvents(env, [event.id]);
+}
+
+export const authIntent = new Hono<AppEnv>().post('/intent', async (c) => c.json(await connectAccount(c.env, await parseJsonBody(c, AuthIntentBody))));
+
 export const accounts = new Hono<AppEnv>()
   .get('/', async (c) => {
     const { limit, offset } = parseQuery(c, offsetPaging);
-    const { results } = await c.env.DB.prepare(
-      `SELECT ${ACCOUNT_COLUMNS} FROM accounts ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
-    )
+    const { results } = await c.env.DB.prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`)
       .bind(limit + 1, offset)
       .all<AccountRow>();
     return c.json(offsetList('Accounts', results.map(presentAccount), limit));
   })
-  .get('/:id', async (c) => c.json(presentAccount(await loadAccount(c.env.DB, c.req.param('id')))));
+  .get('/:id', async (c) => c.json(presentAccount(await loadAccount(c.env.DB, c.req.param('id')))))
+  .patch('/:id', async (c) => {
+    const row = await loadAccount(c.env.DB, c.req.param('id'));
+    const body = await parseJsonBody(c, PatchBody);
+    const updated: AccountRow = {
+      ...row,
+      metadata_json: body.metadata === undefined ? row.metadata_json : JSON.stringify(body.metadata),
+      display_name: body.display_name === undefined ? row.display_name : body.display_name,
+    };
+    await c.env.DB.prepare('UPDATE accounts SET metadata_json = ?, display_name = ?, updated_at = ? WHERE id = ?')
+      .bind(updated.metadata_json, updated.display_name, isoNow(), row.id)
+      .run();
+    return c.json(presentAccount(updated));
+  })
+  .delete('/:id', async (c) => {
+    const row = await loadAccount(c.env.DB, c.req.param('id'));
+    await removeAccount(c.env, row);
+    return c.json({ object: 'AccountDeleted', id: row.id });
+  });

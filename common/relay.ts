@@ -1,0 +1,248 @@
+/**
+ * The relay protocol between the gateway (Node) and the Worker: the one definition both sides import.
+ *
+ * Gateway → Worker: signed HTTP POSTs under /internal/gateway/ (see `signing.ts`), JSON bodies
+ * validated with the schemas below.
+ *   POST /internal/gateway/heartbeat                    HeartbeatRequest        → HeartbeatResponse
+ *   POST /internal/gateway/accounts/{id}/lease          LeaseRequest            → LeaseResponse
+ *   POST /internal/gateway/accounts/{id}/changes        ChangesRequest          → ChangesResponse
+ *   POST /internal/gateway/accounts/{id}/status         StatusRequest           → { ok: true }
+ *
+ * Worker → Gateway: each gateway keeps one WebSocket open to the Worker
+ *   GET  /internal/gateway/connect?gateway_id=…&t=…&sig=…   (signature over "CONNECT <gateway_id> <t>")
+ * on which the Worker sends `WorkerToGateway` requests and the gateway answers with
+ * `GatewayToWorker` responses carrying the same `id`.
+ *
+ * Nothing here is durable on the gateway: it learns where each account stopped from the lease
+ * response (`cursors`) and reports progress with every change batch.
+ */
+import { z } from 'zod';
+
+// ---------------------------------------------------------------------------------------------
+// Mail server settings, as the gateway needs them to connect (passwords in clear: they travel only
+// inside signed requests to a gateway and live only in its memory).
+
+export const Encryption = z.enum(['SSL', 'STARTTLS', 'NONE']);
+export type Encryption = z.infer<typeof Encryption>;
+
+export const ServerConfig = z.object({
+  host: z.string().min(1),
+  port: z.number().int().min(1).max(65535),
+  encryption: Encryption,
+  user: z.string().min(1),
+  password: z.string(),
+});
+export type ServerConfig = z.infer<typeof ServerConfig>;
+
+export const MailboxConfig = z.object({
+  email: z.string(),
+  display_name: z.string().nullable(),
+  imap: ServerConfig,
+  smtp: ServerConfig,
+});
+export type MailboxConfig = z.infer<typeof MailboxConfig>;
+
+// ---------------------------------------------------------------------------------------------
+// Folders and messages as the gateway reports them.
+
+/** One IMAP mailbox, from LIST (with SPECIAL-USE) and STATUS. */
+export const FolderInfo = z.object({
+  path: z.string(),
+  delimiter: z.string().nullable(),
+  /** LIST flags, e.g. \HasNoChildren, \Noselect. */
+  flags: z.array(z.string()),
+  /** \Sent, \Drafts, \Trash, \Junk, \Archive, \All, \Important, \Flagged, \Inbox or null. */
+  special_use: z.string().nullable(),
+  uidvalidity: z.number().int().nonnegative(),
+  uidnext: z.number().int().nonnegative(),
+  highest_modseq: z.string().nullable(),
+  /** Number of messages in the folder (STATUS MESSAGES). */
+  total: z.number().int().nonnegative(),
+});
+export type FolderInfo = z.infer<typeof FolderInfo>;
+
+/** A message the gateway fetched: envelope data plus the whole RFC 822 source. */
+export const MessageIn = z.object({
+  uid: z.number().int().positive(),
+  flags: z.array(z.string()),
+  /** Gmail only (X-GM-LABELS, X-GM-MSGID, X-GM-THRID as decimal strings). */
+  labels: z.array(z.string()).optional(),
+  gm_msgid: z.string().optional(),
+  gm_thrid: z.string().optional(),
+  /** INTERNALDATE, ISO 8601. */
+  internal_date: z.string(),
+  size: z.number().int().nonnegative(),
+  /** The RFC 822 source, base64. */
+  raw: z.string(),
+});
+export type MessageIn = z.infer<typeof MessageIn>;
+
+export const FlagUpdate = z.object({
+  uid: z.number().int().positive(),
+  flags: z.array(z.string()),
+  labels: z.array(z.string()).optional(),
+});
+export type FlagUpdate = z.infer<typeof FlagUpdate>;
+
+/**
+ * One change, applied in order. Every change is idempotent: the same batch applied twice leaves
+ * the same state and emits each event once.
+ */
+export const Change = z.discriminatedUnion('type', [
+  /** The complete folder listing: new folders are created, missing ones deleted, counts updated. */
+  z.object({ type: z.literal('folders'), folders: z.array(FolderInfo) }),
+  /** Messages that appeared in a folder (new mail, or the destination side of a move). */
+  z.object({
+    type: z.literal('messages'),
+    path: z.string(),
+    uidvalidity: z.number().int().nonnegative(),
+    messages: z.array(MessageIn),
+  }),
+  /** Flags (and Gmail labels) of messages already known. */
+  z.object({
+    type: z.literal('flags'),
+    path: z.string(),
+    uidvalidity: z.number().int().nonnegative(),
+    updates: z.array(FlagUpdate),
+  }),
+  /** UIDs expunged from a folder. */
+  z.object({
+    type: z.literal('vanished'),
+    path: z.string(),
+    uidvalidity: z.number().int().nonnegative(),
+    uids: z.array(z.number().int().positive()),
+  }),
+  /**
+   * Every UID the folder holds now (used to reconcile after a reconnect when QRESYNC is not
+   * available): known UIDs not listed here vanished.
+   */
+  z.object({
+    type: z.literal('snapshot'),
+    path: z.string(),
+    uidvalidity: z.number().int().nonnegative(),
+    uids: z.array(z.number().int().positive()),
+  }),
+  /** Progress: everything up to `last_uid` and `highest_modseq` has been reported for this folder. */
+  z.object({
+    type: z.literal('cursor'),
+    path: z.string(),
+    uidvalidity: z.number().int().nonnegative(),
+    last_uid: z.number().int().nonnegative(),
+    highest_modseq: z.string().nullable(),
+  }),
+]);
+export type Change = z.infer<typeof Change>;
+
+/** Where the account's sync stands for one folder (kept by the account's Durable Object). */
+export const FolderCursor = z.object({
+  path: z.string(),
+  uidvalidity: z.number().int().nonnegative(),
+  /** Every UID up to here has been reported (or was in the folder before the account connected). */
+  last_uid: z.number().int().nonnegative(),
+  highest_modseq: z.string().nullable(),
+});
+export type FolderCursor = z.infer<typeof FolderCursor>;
+
+// ---------------------------------------------------------------------------------------------
+// Gateway → Worker (HTTP)
+
+export const HeartbeatRequest = z.object({
+  gateway_id: z.string().min(1).max(100),
+  /** Accounts this gateway is syncing now: their leases are renewed. */
+  held: z.array(z.string()),
+});
+export type HeartbeatRequest = z.infer<typeof HeartbeatRequest>;
+
+export const HeartbeatResponse = z.object({
+  /** Held accounts whose lease could not be renewed (taken over, or the account was removed): stop them. */
+  lost: z.array(z.string()),
+  /** Accounts nobody holds: try to lease them. */
+  claimable: z.array(z.string()),
+  /** Milliseconds a lease lasts; heartbeat well within it. */
+  lease_ttl_ms: z.number().int().positive(),
+});
+export type HeartbeatResponse = z.infer<typeof HeartbeatResponse>;
+
+export const LeaseRequest = z.object({ gateway_id: z.string().min(1).max(100) });
+export type LeaseRequest = z.infer<typeof LeaseRequest>;
+
+export const LeaseResponse = z.discriminatedUnion('granted', [
+  z.object({
+    granted: z.literal(true),
+    account_id: z.string(),
+    config: MailboxConfig,
+    cursors: z.array(FolderCursor),
+    lease_ttl_ms: z.number().int().positive(),
+  }),
+  z.object({ granted: z.literal(false), holder: z.string().nullable() }),
+]);
+export type LeaseResponse = z.infer<typeof LeaseResponse>;
+
+export const ChangesRequest = z.object({
+  gateway_id: z.string().min(1).max(100),
+  changes: z.array(Change).min(1),
+});
+export type ChangesRequest = z.infer<typeof ChangesRequest>;
+
+export const ChangesResponse = z.object({
+  /** The account's cursors after the batch was applied. */
+  cursors: z.array(FolderCursor),
+});
+export type ChangesResponse = z.infer<typeof ChangesResponse>;
+
+export const AccountStatus = z.enum(['running', 'errored', 'disconnected']);
+export type AccountStatus = z.infer<typeof AccountStatus>;
+
+export const StatusRequest = z.object({
+  gateway_id: z.string().min(1).max(100),
+  status: AccountStatus,
+  /** A short, credential-free description of what went wrong, or null. */
+  error: z.string().max(1000).nullable(),
+});
+export type StatusRequest = z.infer<typeof StatusRequest>;
+
+/** Error answers of the internal endpoints (same shape as the public API's errors). */
+export const LEASE_LOST_TYPE = 'errors/lease_lost';
+
+// ---------------------------------------------------------------------------------------------
+// Worker → Gateway (WebSocket)
+
+export const GatewayRequest = z.discriminatedUnion('op', [
+  /** Log in to IMAP and SMTP with these settings; answer with the folder listing (the connect baseline). */
+  z.object({ op: z.literal('verify'), config: MailboxConfig }),
+  /** An account was added or reconnected: try to lease it now rather than at the next heartbeat. */
+  z.object({ op: z.literal('claim'), account_id: z.string() }),
+  /** The account was removed or reconnected elsewhere: stop syncing it at once. */
+  z.object({ op: z.literal('release'), account_id: z.string() }),
+]);
+export type GatewayRequest = z.infer<typeof GatewayRequest>;
+
+export const VerifyResult = z.object({ folders: z.array(FolderInfo) });
+export type VerifyResult = z.infer<typeof VerifyResult>;
+
+/** Error kinds a gateway reports; they map onto the public API's error types. */
+export const GatewayErrorKind = z.enum(['invalid_credentials', 'provider_error', 'provider_rejected', 'not_found', 'unexpected_error']);
+export type GatewayErrorKind = z.infer<typeof GatewayErrorKind>;
+
+export const WorkerToGateway = z.object({
+  type: z.literal('request'),
+  id: z.string(),
+  request: GatewayRequest,
+});
+export type WorkerToGateway = z.infer<typeof WorkerToGateway>;
+
+export const GatewayToWorker = z.discriminatedUnion('ok', [
+  z.object({ type: z.literal('response'), id: z.string(), ok: z.literal(true), result: z.unknown() }),
+  z.object({
+    type: z.literal('response'),
+    id: z.string(),
+    ok: z.literal(false),
+    error: z.object({ kind: GatewayErrorKind, detail: z.string() }),
+  }),
+]);
+export type GatewayToWorker = z.infer<typeof GatewayToWorker>;
+
+/** Keep a change batch under this many bytes of JSON (raw sources included); a bigger message goes alone. */
+export const MAX_BATCH_BYTES = 8 * 1024 * 1024;
+/** At most this many messages per batch. */
+export const MAX_BATCH_MESSAGES = 25;

@@ -1,0 +1,85 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { LogLevel } from './log.ts';
+
+/** Tuning of the per-account sync; every value has an environment variable (see `loadConfig`). */
+export interface SyncSettings {
+  /** STATUS poll of folders without their own IDLE connection, and of the folder list. */
+  pollIntervalMs: number;
+  /** IDLE connections per account besides INBOX (special-use folders). */
+  maxExtraIdle: number;
+  /** Reconnect backoff after a dropped or unreachable server. */
+  reconnectMinMs: number;
+  reconnectMaxMs: number;
+  /** Delay before trying again after the server refused the credentials. */
+  authRetryMs: number;
+  /** Connection/greeting timeout for IMAP and SMTP. */
+  connectTimeoutMs: number;
+  /** Use these IMAP extensions when the server has them (off: for servers with broken ones). */
+  qresync: boolean;
+  condstore: boolean;
+}
+
+export interface GatewayConfig {
+  workerUrl: URL;
+  secret: string;
+  gatewayId: string;
+  logLevel: LogLevel;
+  sync: SyncSettings;
+}
+
+export const DEFAULT_SYNC: SyncSettings = {
+  pollIntervalMs: 5_000,
+  maxExtraIdle: 5,
+  reconnectMinMs: 1_000,
+  reconnectMaxMs: 60_000,
+  authRetryMs: 5 * 60_000,
+  connectTimeoutMs: 15_000,
+  qresync: true,
+  condstore: true,
+};
+
+export class ConfigError extends Error {}
+
+type NumericSetting = { [K in keyof SyncSettings]: SyncSettings[K] extends number ? K : never }[keyof SyncSettings];
+
+const TUNING: Record<NumericSetting, string> = {
+  pollIntervalMs: 'GATEWAY_POLL_INTERVAL_MS',
+  maxExtraIdle: 'GATEWAY_MAX_EXTRA_IDLE',
+  reconnectMinMs: 'GATEWAY_RECONNECT_MIN_MS',
+  reconnectMaxMs: 'GATEWAY_RECONNECT_MAX_MS',
+  authRetryMs: 'GATEWAY_AUTH_RETRY_MS',
+  connectTimeoutMs: 'GATEWAY_CONNECT_TIMEOUT_MS',
+};
+
+export function loadConfig(env: NodeJS.ProcessEnv): GatewayConfig {
+  const missing = ['WORKER_URL', 'GATEWAY_SECRET'].filter((k) => !env[k]);
+  if (missing.length) throw new ConfigError(`missing required environment: ${missing.join(', ')}`);
+  let workerUrl: URL;
+  try {
+    workerUrl = new URL(env.WORKER_URL!);
+  } catch {
+    throw new ConfigError('WORKER_URL is not a URL (e.g. http://127.0.0.1:8787)');
+  }
+  if (workerUrl.protocol !== 'http:' && workerUrl.protocol !== 'https:') throw new ConfigError('WORKER_URL must be http:// or https://');
+  const gatewayId = env.GATEWAY_ID || `${hostname()}-${randomBytes(3).toString('hex')}`;
+  if (gatewayId.length > 100) throw new ConfigError('GATEWAY_ID is longer than 100 characters');
+
+  const sync = { ...DEFAULT_SYNC };
+  for (const [key, name] of Object.entries(TUNING) as [NumericSetting, string][]) {
+    const raw = env[name];
+    if (raw === undefined || raw === '') continue;
+    const value = Number(raw);
+    if (!Number.isInteger(value) || value < 0) throw new ConfigError(`${name} must be a non-negative integer`);
+    sync[key] = value;
+  }
+  for (const [key, name] of [['qresync', 'GATEWAY_IMAP_QRESYNC'], ['condstore', 'GATEWAY_IMAP_CONDSTORE']] as const) {
+    const raw = env[name];
+    if (raw === undefined || raw === '') continue;
+    if (!['0', '1', 'true', 'false'].includes(raw)) throw new ConfigError(`${name} must be 0 or 1`);
+    sync[key] = raw === '1' || raw === 'true';
+  }
+  const logLevel = (env.GATEWAY_LOG_LEVEL || 'info') as LogLevel;
+  if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) throw new ConfigError('GATEWAY_LOG_LEVEL must be debug, info, warn or error');
+  return { workerUrl, secret: env.GATEWAY_SECRET!, gatewayId, logLevel, sync };
+}

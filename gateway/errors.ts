@@ -1,0 +1,76 @@
+import type { GatewayErrorKind } from '../common/relay.ts';
+
+/** An error with a kind the Worker maps onto the public API (see GatewayErrorKind in common/relay.ts). */
+export class GatewayError extends Error {
+  readonly kind: GatewayErrorKind;
+  constructor(kind: GatewayErrorKind, detail: string) {
+    super(detail);
+    this.kind = kind;
+  }
+}
+
+type Service = 'IMAP' | 'SMTP';
+
+const NETWORK: Record<string, string> = {
+  ECONNREFUSED: 'connection refused',
+  ENOTFOUND: 'host not found',
+  EAI_AGAIN: 'host name lookup failed',
+  EHOSTUNREACH: 'host unreachable',
+  ENETUNREACH: 'network unreachable',
+  ECONNRESET: 'connection reset by the server',
+  EPIPE: 'connection closed by the server',
+  ETIMEDOUT: 'timed out',
+  ETIMEOUT: 'timed out',
+  CONNECT_TIMEOUT: 'timed out connecting',
+  GREETING_TIMEOUT: 'timed out waiting for the greeting',
+  UPGRADE_TIMEOUT: 'timed out during STARTTLS',
+  EConnectionClosed: 'connection closed by the server',
+  NoConnection: 'connection closed by the server',
+  ClosedAfterConnectTLS: 'connection closed by the server',
+  ClosedAfterConnectText: 'connection closed by the server',
+};
+
+/** Collects the codes of an error and its causes (nodemailer and imapflow wrap socket errors). */
+function codesOf(err: unknown): string[] {
+  const codes: string[] = [];
+  for (let e: unknown = err, depth = 0; e && typeof e === 'object' && depth < 4; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') codes.push(code);
+    const message = (e as { message?: unknown }).message;
+    if (typeof message === 'string') codes.push(...(message.match(/\b(E[A-Z_]{3,}|ERR_[A-Z_]+)\b/g) ?? []));
+    e = (e as { cause?: unknown; _err?: unknown }).cause ?? (e as { _err?: unknown })._err;
+  }
+  return codes;
+}
+
+function isTlsError(err: unknown, codes: string[]): boolean {
+  if ((err as { tlsFailed?: unknown })?.tlsFailed) return true;
+  if (codes.some((c) => /^ERR_(TLS|SSL)|CERT|^DEPTH_ZERO|^UNABLE_TO_|^ETLS$/.test(c))) return true;
+  const message = err instanceof Error ? err.message : '';
+  return /certificate|self[- ]signed|SSL routines|wrong version number|TLS/i.test(message);
+}
+
+export function isAuthFailure(err: unknown): boolean {
+  const e = err as { authenticationFailed?: unknown; code?: unknown; serverResponseCode?: unknown } | null;
+  return !!e && (e.authenticationFailed === true || e.code === 'EAUTH' || e.serverResponseCode === 'AUTHENTICATIONFAILED');
+}
+
+/**
+ * Maps a connection/login failure to the error the API reports. The detail names the service, the
+ * host and what happened; it never contains the user's password (server texts are not echoed).
+ */
+export function classifyError(err: unknown, service: Service, host: string, port: number): GatewayError {
+  if (err instanceof GatewayError) return err;
+  const where = `${service} ${host}:${port}`;
+  if (isAuthFailure(err)) return new GatewayError('invalid_credentials', `${service} login failed: the server refused the user name or password`);
+  const codes = codesOf(err);
+  if (isTlsError(err, codes)) {
+    const code = codes.find((c) => /CERT|^ERR_|^DEPTH|^UNABLE/.test(c));
+    return new GatewayError('provider_error', `${where}: TLS handshake failed${code ? ` (${code})` : ''}`);
+  }
+  for (const code of codes) {
+    const what = NETWORK[code];
+    if (what) return new GatewayError('provider_error', `${where}: ${what}`);
+  }
+  return new GatewayError('provider_error', `${where}: ${codes[0] ?? 'unexpected server response'}`);
+}

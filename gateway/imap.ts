@@ -1,0 +1,81 @@
+/** Everything about opening IMAP connections and reading the folder list, shared by verify and sync. */
+import { ImapFlow, type ImapFlowOptions, type ListResponse, type StatusObject } from 'imapflow';
+import type { FolderInfo, ServerConfig } from '../common/relay.ts';
+
+export function imapOptions(
+  server: ServerConfig,
+  { timeoutMs, qresync = true, condstore = true }: { timeoutMs: number; qresync?: boolean; condstore?: boolean },
+  extra: Partial<ImapFlowOptions> = {},
+): ImapFlowOptions {
+  const extensions = { qresync, condstore };
+  return {
+    host: server.host,
+    port: server.port,
+    secure: server.encryption === 'SSL',
+    // STARTTLS: required (never fall back to clear text); NONE: never upgrade.
+    doSTARTTLS: server.encryption === 'SSL' ? undefined : server.encryption === 'STARTTLS',
+    auth: { user: server.user, pass: server.password },
+    logger: false,
+    connectionTimeout: timeoutMs,
+    greetingTimeout: timeoutMs,
+    // QRESYNC when the server has it: expunges then carry UIDs (VANISHED), also while IDLE-ing.
+    qresync: extensions.qresync,
+    // imapflow ENABLEs CONDSTORE (and UTF8=ACCEPT) unless told not to.
+    disableAutoEnable: !extensions.condstore,
+    ...extra,
+  };
+}
+
+/** Connects and logs in; closes the socket if that fails half-way. */
+export async function openImap(options: ImapFlowOptions): Promise<ImapFlow> {
+  const client = new ImapFlow(options);
+  // Errors also arrive as events; without a listener an 'error' event would crash the process.
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+  } catch (err) {
+    client.close();
+    throw err;
+  }
+  return client;
+}
+
+export interface ServerFeatures {
+  condstore: boolean;
+  qresync: boolean;
+  gmail: boolean;
+}
+
+export function featuresOf(client: ImapFlow): ServerFeatures {
+  return {
+    condstore: client.enabled.has('CONDSTORE'),
+    qresync: client.enabled.has('QRESYNC'),
+    gmail: client.capabilities.has('X-GM-EXT-1'),
+  };
+}
+
+export const STATUS_QUERY = { uidValidity: true, uidNext: true, messages: true, highestModseq: true } as const;
+
+export function isSelectable(folder: Pick<FolderInfo, 'flags'>): boolean {
+  return !folder.flags.some((f) => f.toLowerCase() === '\\noselect' || f.toLowerCase() === '\\nonexistent');
+}
+
+function toFolderInfo(entry: ListResponse): FolderInfo {
+  const status: Partial<StatusObject> = entry.status ?? {};
+  return {
+    path: entry.path,
+    delimiter: entry.delimiter || null,
+    flags: [...entry.flags],
+    special_use: entry.specialUse ?? null,
+    uidvalidity: Number(status.uidValidity ?? 0),
+    uidnext: status.uidNext ?? 0,
+    highest_modseq: status.highestModseq !== undefined ? String(status.highestModseq) : null,
+    total: status.messages ?? 0,
+  };
+}
+
+/** LIST (SPECIAL-USE) plus STATUS of every folder: one round trip where LIST-STATUS exists. */
+export async function listFolders(client: ImapFlow): Promise<FolderInfo[]> {
+  const entries = await client.list({ statusQuery: { ...STATUS_QUERY } });
+  return entries.map(toFolderInfo);
+}

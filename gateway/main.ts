@@ -1,0 +1,41 @@
+/**
+ * Entry point: `node gateway/main.ts` (or `npm run gateway`).
+ * Required env: WORKER_URL, GATEWAY_SECRET. Optional: GATEWAY_ID, GATEWAY_LOG_LEVEL and the
+ * tuning variables of config.ts. SIGTERM/SIGINT close every connection and exit 0.
+ */
+import { ConfigError, loadConfig } from './config.ts';
+import { Gateway } from './gateway.ts';
+import { createLogger, errorFields } from './log.ts';
+
+let config;
+try {
+  config = loadConfig(process.env);
+} catch (err) {
+  if (!(err instanceof ConfigError)) throw err;
+  process.stderr.write(`gateway: ${err.message}\n`);
+  process.exit(1);
+}
+
+const log = createLogger(config.logLevel, { gateway: config.gatewayId });
+const gateway = new Gateway(config, log);
+gateway.start();
+
+let stopping = false;
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(signal, () => {
+    if (stopping) return;
+    stopping = true;
+    log.info('stopping', { signal });
+    // Closing sockets is quick; do not let a stuck close keep the process alive.
+    setTimeout(() => process.exit(0), 5_000).unref();
+    gateway.stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error('stop failed', errorFields(err));
+        process.exit(0);
+      },
+    );
+  });
+}
+
+process.on('unhandledRejection', (err) => log.error('unhandled rejection', errorFields(err)));

@@ -1,0 +1,26 @@
+/** The `verify` request: log in to IMAP and SMTP with new settings and answer with the folder list. */
+import type { MailboxConfig, VerifyResult } from '../common/relay.ts';
+import { DEFAULT_SYNC } from './config.ts';
+import { classifyError } from './errors.ts';
+import { imapOptions, listFolders, openImap } from './imap.ts';
+import { verifySmtp } from './smtp.ts';
+
+async function verifyImap(config: MailboxConfig, timeoutMs: number) {
+  const client = await openImap(imapOptions(config.imap, { timeoutMs }, { disableAutoIdle: true }));
+  try {
+    return await listFolders(client);
+  } finally {
+    await client.logout().catch(() => client.close());
+  }
+}
+
+/**
+ * Throws a GatewayError: `invalid_credentials` when a server refused the login, `provider_error`
+ * when it could not be reached (refused, DNS, timeout, TLS). IMAP's failure wins when both fail.
+ */
+export async function verifyMailbox(config: MailboxConfig, timeoutMs = DEFAULT_SYNC.connectTimeoutMs): Promise<VerifyResult> {
+  const [imap, smtp] = await Promise.allSettled([verifyImap(config, timeoutMs), verifySmtp(config.smtp, timeoutMs)]);
+  if (imap.status === 'rejected') throw classifyError(imap.reason, 'IMAP', config.imap.host, config.imap.port);
+  if (smtp.status === 'rejected') throw classifyError(smtp.reason, 'SMTP', config.smtp.host, config.smtp.port);
+  return { folders: imap.value };
+}

@@ -1,0 +1,198 @@
+/**
+ * The gateway's side of common/relay.ts: signed JSON POSTs to the Worker, and the control
+ * WebSocket on which the Worker sends requests.
+ */
+import type { z } from 'zod';
+import {
+  ChangesResponse,
+  GatewayToWorker,
+  HeartbeatResponse,
+  LEASE_LOST_TYPE,
+  LeaseResponse,
+  WorkerToGateway,
+  type AccountStatus,
+  type Change,
+  type ChangesRequest,
+  type GatewayRequest,
+  type HeartbeatRequest,
+  type LeaseRequest,
+  type StatusRequest,
+} from '../common/relay.ts';
+import { GATEWAY_SIGNATURE_HEADER, signConnect, signRequest } from '../common/signing.ts';
+import { backoffDelay, sleep } from './async.ts';
+import { GatewayError } from './errors.ts';
+import { errorFields, type Logger } from './log.ts';
+
+const REQUEST_TIMEOUT_MS = 60_000;
+const RETRY_MIN_MS = 250;
+const RETRY_MAX_MS = 30_000;
+
+/** A non-retryable answer (4xx) from the Worker. */
+export class WorkerHttpError extends Error {
+  readonly status: number;
+  readonly type: string | null;
+  constructor(status: number, type: string | null, path: string) {
+    super(`worker answered ${status}${type ? ` ${type}` : ''} to ${path}`);
+    this.status = status;
+    this.type = type;
+  }
+}
+
+/** The account is no longer ours: its lease moved on (409 lease_lost) or it no longer exists (404). */
+export function isLeaseLost(err: unknown): boolean {
+  return err instanceof WorkerHttpError && ((err.status === 409 && err.type === LEASE_LOST_TYPE) || err.status === 404);
+}
+
+export class Aborted extends Error {}
+
+export interface PostOptions {
+  signal?: AbortSignal;
+  /** Give up after this many attempts (default: retry until `signal` aborts). */
+  attempts?: number;
+}
+
+export class WorkerClient {
+  readonly gatewayId: string;
+  #base: URL;
+  #secret: string;
+  #log: Logger;
+
+  constructor(opts: { workerUrl: URL; secret: string; gatewayId: string; log: Logger }) {
+    this.#base = opts.workerUrl;
+    this.#secret = opts.secret;
+    this.gatewayId = opts.gatewayId;
+    this.#log = opts.log;
+  }
+
+  heartbeat(held: string[], opts?: PostOptions) {
+    const body: HeartbeatRequest = { gateway_id: this.gatewayId, held };
+    return this.#post('/internal/gateway/heartbeat', body, HeartbeatResponse, opts);
+  }
+
+  lease(accountId: string, opts?: PostOptions) {
+    const body: LeaseRequest = { gateway_id: this.gatewayId };
+    return this.#post(`${accountPath(accountId)}/lease`, body, LeaseResponse, opts);
+  }
+
+  changes(accountId: string, changes: Change[], opts?: PostOptions) {
+    const body: ChangesRequest = { gateway_id: this.gatewayId, changes };
+    return this.#post(`${accountPath(accountId)}/changes`, body, ChangesResponse, opts);
+  }
+
+  async status(accountId: string, status: AccountStatus, error: string | null, opts?: PostOptions): Promise<void> {
+    const body: StatusRequest = { gateway_id: this.gatewayId, status, error: error?.slice(0, 1000) ?? null };
+    await this.#post(`${accountPath(accountId)}/status`, body, null, opts);
+  }
+
+  /** Retries network failures, 5xx and 429 with backoff; 4xx throws WorkerHttpError; abort throws Aborted. */
+  async #post<S extends z.ZodType>(path: string, payload: unknown, schema: S | null, opts: PostOptions = {}): Promise<z.infer<S>> {
+    const url = new URL(path, this.#base);
+    const body = JSON.stringify(payload);
+    for (let attempt = 0; ; attempt++) {
+      if (opts.signal?.aborted) throw new Aborted(`aborted: ${path}`);
+      let failure: string;
+      try {
+        const signature = await signRequest(this.#secret, { method: 'POST', path: url.pathname, body });
+        const signals = [AbortSignal.timeout(REQUEST_TIMEOUT_MS), ...(opts.signal ? [opts.signal] : [])];
+        const res = await fetch(url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', [GATEWAY_SIGNATURE_HEADER]: signature },
+          body,
+          signal: AbortSignal.any(signals),
+        });
+        const text = await res.text();
+        if (res.ok) {
+          if (!schema) return undefined as z.infer<S>;
+          const parsed = schema.safeParse(JSON.parse(text));
+          if (parsed.success) return parsed.data;
+          failure = `invalid response body from ${path}`;
+        } else if (res.status >= 500 || res.status === 429) {
+          failure = `status ${res.status}`;
+        } else {
+          throw new WorkerHttpError(res.status, errorType(text), url.pathname);
+        }
+      } catch (err) {
+        if (err instanceof WorkerHttpError) throw err;
+        if (opts.signal?.aborted) throw new Aborted(`aborted: ${path}`);
+        failure = err instanceof Error ? err.message : String(err);
+      }
+      if (opts.attempts !== undefined && attempt + 1 >= opts.attempts) throw new Error(`worker request ${path} failed: ${failure}`);
+      const delay = backoffDelay(attempt, RETRY_MIN_MS, RETRY_MAX_MS);
+      this.#log.warn('worker request failed, retrying', { path: url.pathname, failure: failure.slice(0, 200), retry_in_ms: delay });
+      await sleep(delay, opts.signal);
+    }
+  }
+
+  /**
+   * Keeps the control WebSocket open until `signal` aborts, reconnecting with backoff and jitter.
+   * Every request is handed to `handle`; its result (or GatewayError) is the answer.
+   */
+  async runControlSocket(handle: (request: GatewayRequest) => Promise<unknown>, signal: AbortSignal, retry = { minMs: 1_000, maxMs: 60_000 }): Promise<void> {
+    for (let attempt = 0; !signal.aborted; ) {
+      const opened = await this.#connectOnce(handle, signal);
+      attempt = opened ? 0 : attempt + 1;
+      if (signal.aborted) break;
+      await sleep(backoffDelay(attempt, retry.minMs, retry.maxMs), signal);
+    }
+  }
+
+  /** One socket's life; resolves when it closes, with whether it had opened. */
+  async #connectOnce(handle: (request: GatewayRequest) => Promise<unknown>, signal: AbortSignal): Promise<boolean> {
+    const { t, sig } = await signConnect(this.#secret, this.gatewayId);
+    const url = new URL('/internal/gateway/connect', this.#base);
+    url.protocol = this.#base.protocol === 'https:' ? 'wss:' : 'ws:';
+    url.search = new URLSearchParams({ gateway_id: this.gatewayId, t, sig }).toString();
+    const ws = new WebSocket(url);
+    let opened = false;
+    const onAbort = () => ws.close(1001, 'gateway stopping');
+    signal.addEventListener('abort', onAbort, { once: true });
+    ws.addEventListener('open', () => {
+      opened = true;
+      this.#log.info('control socket open');
+    });
+    ws.addEventListener('message', (event) => {
+      void this.#answer(ws, event.data, handle);
+    });
+    await new Promise<void>((resolve) => ws.addEventListener('close', () => resolve(), { once: true }));
+    signal.removeEventListener('abort', onAbort);
+    if (!signal.aborted) this.#log.warn(opened ? 'control socket closed' : 'control socket could not connect');
+    return opened;
+  }
+
+  async #answer(ws: WebSocket, data: unknown, handle: (request: GatewayRequest) => Promise<unknown>): Promise<void> {
+    let message: WorkerToGateway;
+    try {
+      message = WorkerToGateway.parse(JSON.parse(String(data)));
+    } catch {
+      this.#log.warn('control socket: ignored a malformed message');
+      return;
+    }
+    let reply: GatewayToWorker;
+    try {
+      reply = { type: 'response', id: message.id, ok: true, result: await handle(message.request) };
+    } catch (err) {
+      const known = err instanceof GatewayError;
+      if (!known) this.#log.error('control request failed', { op: message.request.op, ...errorFields(err) });
+      reply = {
+        type: 'response',
+        id: message.id,
+        ok: false,
+        error: known ? { kind: err.kind, detail: err.message } : { kind: 'unexpected_error', detail: 'the gateway failed to handle the request' },
+      };
+    }
+    if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(reply));
+  }
+}
+
+function accountPath(accountId: string): string {
+  return `/internal/gateway/accounts/${encodeURIComponent(accountId)}`;
+}
+
+function errorType(text: string): string | null {
+  try {
+    const type = (JSON.parse(text) as { type?: unknown }).type;
+    return typeof type === 'string' ? type : null;
+  } catch {
+    return null;
+  }
+}

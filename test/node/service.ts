@@ -1,0 +1,153 @@
+/**
+ * The whole service for end-to-end tests, started the way a user starts it: `npm start` (wrangler
+ * dev: real workerd, local D1/R2/Queues) with its own state folder and port, plus gateway processes
+ * the test controls (so it can kill -9 one). Also reads the local D1 file directly, for assertions
+ * about what is stored.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { freePort, waitForHttp } from './helpers.ts';
+
+export interface Service {
+  base: string;
+  adminKey: string;
+  gatewaySecret: string;
+  stateDir: string;
+  /** Start a gateway process; its output goes to the returned log array. */
+  startGateway(id?: string, env?: Record<string, string>): GatewayProcess;
+  /** Call the API with the admin key. */
+  api<T = any>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
+  /** Run a read-only query on the local D1 database file. */
+  query<T = Record<string, unknown>>(sql: string, ...params: (string | number)[]): T[];
+  stop(): Promise<void>;
+}
+
+export interface GatewayProcess {
+  child: ChildProcess;
+  log: string[];
+  kill(signal?: NodeJS.Signals): Promise<void>;
+}
+
+function collect(child: ChildProcess, log: string[], echo: boolean): void {
+  for (const stream of [child.stdout, child.stderr]) {
+    stream?.setEncoding('utf8');
+    stream?.on('data', (chunk: string) => {
+      log.push(...chunk.split('\n').filter(Boolean));
+      if (log.length > 5000) log.splice(0, log.length - 5000);
+      if (echo) process.stderr.write(chunk);
+    });
+  }
+}
+
+const exited = (child: ChildProcess) => (child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => child.once('exit', () => r())));
+
+export async function startService(options: { echo?: boolean } = {}): Promise<Service> {
+  const echo = options.echo ?? process.env.E2E_ECHO === '1';
+  const port = await freePort();
+  const stateDir = mkdtempSync(join(tmpdir(), 'mailbox-e2e-'));
+  const adminKey = `mbx_admin_${randomBytes(16).toString('hex')}`;
+  const gatewaySecret = randomBytes(32).toString('hex');
+  const base = `http://127.0.0.1:${port}`;
+  const env = {
+    ...process.env,
+    ADMIN_API_KEY: adminKey,
+    GATEWAY_SECRET: gatewaySecret,
+    CREDENTIALS_KEY: randomBytes(32).toString('base64'),
+    ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+    PORT: String(port),
+    PERSIST_TO: stateDir,
+    START_GATEWAY: '0',
+  };
+  const workerLog: string[] = [];
+  const worker = spawn('npm', ['start'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  collect(worker, workerLog, echo);
+  try {
+    await waitForHttp(`${base}/`, 120_000);
+  } catch (err) {
+    throw new Error(`npm start did not come up: ${String(err)}\n${workerLog.slice(-40).join('\n')}`);
+  }
+
+  const gateways: GatewayProcess[] = [];
+  let db: DatabaseSync | null = null;
+
+  const service: Service = {
+    base,
+    adminKey,
+    gatewaySecret,
+    stateDir,
+    startGateway(id = `gw-${randomBytes(3).toString('hex')}`, extra = {}) {
+      const log: string[] = [];
+      const child = spawn(process.execPath, ['gateway/main.ts'], {
+        env: { ...process.env, WORKER_URL: base, GATEWAY_SECRET: gatewaySecret, GATEWAY_ID: id, ...extra },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      collect(child, log, echo);
+      const gateway: GatewayProcess = {
+        child,
+        log,
+        async kill(signal: NodeJS.Signals = 'SIGTERM') {
+          child.kill(signal);
+          await exited(child);
+        },
+      };
+      gateways.push(gateway);
+      return gateway;
+    },
+    async api(method, path, body) {
+      const response = await fetch(`${base}/api/v1${path}`, {
+        method,
+        headers: { 'X-API-KEY': adminKey, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const text = await response.text();
+      let parsed: unknown = text;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        // keep text
+      }
+      return { status: response.status, body: parsed as any };
+    },
+    query(sql, ...params) {
+      if (!db) {
+        const dir = join(stateDir, 'v3', 'd1', 'miniflare-D1DatabaseObject');
+        const file = readdirSync(dir).find((f) => f.endsWith('.sqlite') && f !== 'metadata.sqlite');
+        if (!file) throw new Error(`no D1 database file in ${dir}`);
+        db = new DatabaseSync(join(dir, file), { readOnly: true });
+      }
+      return db.prepare(sql).all(...params) as any[];
+    },
+    async stop() {
+      db?.close();
+      await Promise.all(gateways.map((g) => g.kill('SIGKILL')));
+      try {
+        process.kill(-worker.pid!, 'SIGINT');
+      } catch {
+        // already gone
+      }
+      await Promise.race([exited(worker), new Promise((r) => setTimeout(r, 8000))]);
+      rmSync(stateDir, { recursive: true, force: true });
+    },
+  };
+  return service;
+}
+
+/** Poll `probe` until it returns a truthy value; the last value (or error) is reported on timeout. */
+export async function eventually<T>(probe: () => Promise<T> | T, { timeoutMs = 30_000, intervalMs = 100, what = 'condition' } = {}): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      last = await probe();
+      if (last) return last as NonNullable<T>;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last: ${last instanceof Error ? last.message : JSON.stringify(last)?.slice(0, 500)}`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}

@@ -1,0 +1,112 @@
+/** Helpers for tests of the sync path inside workerd: accounts set up as POST /auth/intent would, raw messages. */
+import { env } from 'cloudflare:workers';
+import type { FolderInfo, MessageIn } from '../../common/relay.ts';
+import { sealPasswords } from '../../worker/accounts/credentials.ts';
+import { newId } from '../../worker/lib/ids.ts';
+import { signRequest, GATEWAY_SIGNATURE_HEADER } from '../../common/signing.ts';
+import { exports } from 'cloudflare:workers';
+
+export const GATEWAY_SECRET = 'test-gateway-secret';
+
+export function folder(path: string, special_use: string | null, uidnext = 1, uidvalidity = 1): FolderInfo {
+  return { path, delimiter: '/', flags: [], special_use, uidvalidity, uidnext, highest_modseq: '1', total: uidnext - 1 };
+}
+
+export const STANDARD_FOLDERS = (inboxNext = 1) => [
+  folder('INBOX', null, inboxNext),
+  folder('Sent', '\\Sent'),
+  folder('Drafts', '\\Drafts'),
+  folder('Trash', '\\Trash'),
+  folder('Junk', '\\Junk'),
+  folder('Archive', '\\Archive'),
+  folder('Projects', null),
+  folder('Projects/2026', null),
+];
+
+/** An account row plus an initialized Durable Object, as connecting would leave them. */
+export async function createSyncedAccount(email = `alice-${crypto.randomUUID().slice(0, 8)}@example.test`, folders = STANDARD_FOLDERS()) {
+  const id = newId('account');
+  const now = new Date().toISOString();
+  await env.DB.prepare(
+    `INSERT INTO accounts (id, email, user_id, imap_host, imap_port, imap_encryption, smtp_host, smtp_port, smtp_encryption, smtp_user,
+       credentials, created_at, connected_at, updated_at)
+     VALUES (?, ?, ?, '127.0.0.1', 993, 'SSL', '127.0.0.1', 465, 'SSL', ?, ?, ?, ?, ?)`,
+  )
+    .bind(id, email, email, email, await sealPasswords(env, id, { imap_password: 'secret-imap', smtp_password: 'secret-smtp' }), now, now, now)
+    .run();
+  const stub = env.ACCOUNTS.get(env.ACCOUNTS.idFromName(id));
+  await stub.initialize({ account_id: id, email, user_id: email, connected_at_ms: Date.now() - 1000, folders });
+  return { id, email, stub };
+}
+
+export interface RawOptions {
+  from?: string;
+  to?: string;
+  cc?: string;
+  subject?: string;
+  messageId?: string;
+  inReplyTo?: string;
+  references?: string;
+  date?: string;
+  text?: string;
+  attachment?: { name: string; type: string; content: string };
+}
+
+export function rawMessage(o: RawOptions = {}): string {
+  const headers = [
+    `From: ${o.from ?? 'Bob Sender <bob@example.test>'}`,
+    `To: ${o.to ?? 'Alice <alice@example.test>'}`,
+    ...(o.cc ? [`Cc: ${o.cc}`] : []),
+    `Subject: ${o.subject ?? 'Hello'}`,
+    `Date: ${o.date ?? new Date().toUTCString()}`,
+    `Message-ID: ${o.messageId ?? `<${crypto.randomUUID()}@example.test>`}`,
+    ...(o.inReplyTo ? [`In-Reply-To: ${o.inReplyTo}`] : []),
+    ...(o.references ? [`References: ${o.references}`] : []),
+    'MIME-Version: 1.0',
+  ];
+  if (!o.attachment) return [...headers, 'Content-Type: text/plain; charset=utf-8', '', o.text ?? 'Hi there', ''].join('\r\n');
+  const boundary = 'b-' + crypto.randomUUID();
+  return [
+    ...headers,
+    `Content-Type: multipart/mixed; boundary="${boundary}"`,
+    '',
+    `--${boundary}`,
+    'Content-Type: text/plain; charset=utf-8',
+    '',
+    o.text ?? 'See attached',
+    `--${boundary}`,
+    `Content-Type: ${o.attachment.type}; name="${o.attachment.name}"`,
+    `Content-Disposition: attachment; filename="${o.attachment.name}"`,
+    'Content-Transfer-Encoding: base64',
+    '',
+    btoa(o.attachment.content),
+    `--${boundary}--`,
+    '',
+  ].join('\r\n');
+}
+
+export function messageIn(uid: number, raw: string, flags: string[] = []): MessageIn {
+  const bytes = new TextEncoder().encode(raw);
+  let binary = '';
+  for (const b of bytes) binary += String.fromCharCode(b);
+  return { uid, flags, internal_date: new Date().toISOString(), size: bytes.length, raw: btoa(binary) };
+}
+
+/** A signed call to the Worker's gateway endpoints, as the gateway makes it. */
+export async function gatewayCall(path: string, body: unknown, secret = GATEWAY_SECRET) {
+  const text = JSON.stringify(body);
+  const signature = await signRequest(secret, { method: 'POST', path, body: text });
+  const response = await exports.default.fetch(`https://mail.example.com${path}`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', [GATEWAY_SIGNATURE_HEADER]: signature },
+    body: text,
+  });
+  return { status: response.status, body: (await response.json()) as any };
+}
+
+export async function outbox(accountId: string): Promise<{ type: string; data: any }[]> {
+  const { results } = await env.DB.prepare('SELECT type, data_json FROM events WHERE account_id = ? ORDER BY created_at, rowid')
+    .bind(accountId)
+    .all<{ type: string; data_json: string }>();
+  return results.map((r) => ({ type: r.type, data: JSON.parse(r.data_json) }));
+}

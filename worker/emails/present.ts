@@ -1,0 +1,142 @@
+/**
+ * The Email object in its two variants (spec: Email): the list variant (emails list, drafts list,
+ * webhook payloads) and the single variant (single-email get, thread). Both are built from an
+ * `EmailRecord`: the emails row plus its folder ids and attachment rows.
+ */
+
+export interface EmailRow {
+  id: string;
+  account_id: string;
+  identity: string;
+  thread_id: string;
+  provider_id: string | null;
+  message_id: string | null;
+  in_reply_to: string | null;
+  references_json: string;
+  date: string;
+  date_ms: number;
+  subject: string;
+  snippet: string;
+  from_json: string | null;
+  to_json: string;
+  cc_json: string;
+  bcc_json: string;
+  reply_to_json: string;
+  from_address: string | null;
+  body_html: string | null;
+  body_plain: string | null;
+  body_key: string | null;
+  headers_json: string;
+  raw_key: string | null;
+  size: number;
+  has_attachments: number;
+  unread: number;
+  starred: number;
+  is_draft: number;
+  role: string;
+  origin: string;
+  tracking_id: string | null;
+  draft_id: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface AttachmentRow {
+  id: string;
+  email_id: string;
+  account_id: string;
+  name: string;
+  extension: string;
+  size: number;
+  mime: string;
+  cid: string | null;
+  inline: number;
+  blob_key: string;
+}
+
+export interface StoredAddress {
+  address: string;
+  name: string;
+}
+
+export interface EmailRecord {
+  row: EmailRow;
+  folder_ids: string[];
+  attachments: AttachmentRow[];
+  /** Bodies, when they live in R2 rather than in the row. */
+  bodies?: { html: string; plain: string };
+  /** Id of the email this one answers, when it is in the same account. */
+  in_reply_to_id: string | null;
+}
+
+function attendee(a: StoredAddress, withType: boolean) {
+  return withType
+    ? { identifier: a.address, display_name: a.name, identifier_type: 'EMAIL_ADDRESS' }
+    : { identifier: a.address, display_name: a.name };
+}
+
+const attendees = (json: string, withType: boolean) => (JSON.parse(json) as StoredAddress[]).map((a) => attendee(a, withType));
+
+function presentAttachment(a: AttachmentRow) {
+  return { id: a.id, name: a.name, extension: a.extension, size: a.size, mime: a.mime, cid: a.cid ?? '', inline: a.inline === 1 };
+}
+
+/** Fields both variants share. */
+function common(rec: EmailRecord, withType: boolean) {
+  const { row } = rec;
+  const from = row.from_json ? (JSON.parse(row.from_json) as StoredAddress) : { address: '', name: '' };
+  return {
+    id: row.id,
+    account_id: row.account_id,
+    thread_id: row.thread_id,
+    date: row.date,
+    subject: row.subject,
+    body: rec.bodies?.html ?? row.body_html ?? '',
+    body_plain: rec.bodies?.plain ?? row.body_plain ?? '',
+    from_attendee: attendee(from, withType),
+    to_attendees: attendees(row.to_json, withType),
+    cc_attendees: attendees(row.cc_json, withType),
+    bcc_attendees: attendees(row.bcc_json, withType),
+    reply_to_attendees: attendees(row.reply_to_json, withType),
+    has_attachments: row.has_attachments === 1,
+    attachments: rec.attachments.map(presentAttachment),
+    folders: rec.folder_ids,
+    origin: row.origin,
+    tracking_id: row.tracking_id,
+  };
+}
+
+export function presentEmailList(rec: EmailRecord, options: { includeHeaders?: boolean } = {}) {
+  const { row } = rec;
+  const isDraft = row.is_draft === 1;
+  return {
+    object: isDraft ? ('Draft' as const) : ('Email' as const),
+    ...common(rec, false),
+    ...(isDraft ? { draft_id: row.draft_id } : {}),
+    provider_id: row.provider_id ?? '',
+    message_id: row.message_id ?? '',
+    snippet: row.snippet,
+    in_reply_to: row.in_reply_to ? { message_id: row.in_reply_to, id: rec.in_reply_to_id } : null,
+    references: JSON.parse(row.references_json) as string[],
+    folder_ids: rec.folder_ids,
+    role: row.role,
+    unread: row.unread === 1,
+    starred: row.starred === 1,
+    size: row.size,
+    ...(options.includeHeaders ? { headers: JSON.parse(row.headers_json) as { name: string; value: string }[] } : {}),
+  };
+}
+
+export function presentEmailSingle(rec: EmailRecord) {
+  const { row } = rec;
+  return {
+    object: 'Email' as const,
+    ...common(rec, true),
+    ...(row.is_draft === 1 ? { draft_id: row.draft_id } : {}),
+    headers: JSON.parse(row.headers_json) as { name: string; value: string }[],
+    is_unread: row.unread === 1,
+    is_complete: true,
+  };
+}
+
+export type EmailListItem = ReturnType<typeof presentEmailList>;

@@ -1,0 +1,82 @@
+/** Reading emails back from D1 (and R2, for large bodies) as `EmailRecord`s ready to present. */
+import type { Env } from '../env.ts';
+import type { AttachmentRow, EmailRecord, EmailRow } from './present.ts';
+
+/** D1 allows 100 bound parameters per statement; stay below it. */
+export const PARAM_CHUNK = 90;
+
+export function chunks<T>(items: T[], size: number = PARAM_CHUNK): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+export const placeholders = (n: number): string => Array.from({ length: n }, () => '?').join(',');
+
+/** The R2 keys of an email's blobs, derived from the account and the email's identity digest. */
+export const blobKeys = {
+  raw: (accountId: string, digest: string) => `accounts/${accountId}/raw/${digest}.eml`,
+  bodies: (accountId: string, digest: string) => `accounts/${accountId}/bodies/${digest}.json`,
+  attachment: (accountId: string, digest: string, index: number) => `accounts/${accountId}/attachments/${digest}/${index}`,
+  accountPrefix: (accountId: string) => `accounts/${accountId}/`,
+};
+
+/** Folder ids, attachments, reply targets and R2 bodies for a set of email rows, in a few queries. */
+export async function loadEmailRecords(env: Env, rows: EmailRow[]): Promise<EmailRecord[]> {
+  if (rows.length === 0) return [];
+  const folderIds = new Map<string, string[]>();
+  const attachments = new Map<string, AttachmentRow[]>();
+  const replyTargets = new Map<string, string>();
+
+  for (const part of chunks(rows)) {
+    const ids = part.map((r) => r.id);
+    const [folders, atts] = await env.DB.batch([
+      env.DB.prepare(
+        `SELECT ef.email_id, ef.folder_id FROM email_folders ef WHERE ef.email_id IN (${placeholders(ids.length)}) ORDER BY ef.folder_id`,
+      ).bind(...ids),
+      env.DB.prepare(`SELECT * FROM attachments WHERE email_id IN (${placeholders(ids.length)}) ORDER BY id`).bind(...ids),
+    ]);
+    for (const f of (folders?.results ?? []) as { email_id: string; folder_id: string }[]) {
+      folderIds.set(f.email_id, [...(folderIds.get(f.email_id) ?? []), f.folder_id]);
+    }
+    for (const a of (atts?.results ?? []) as AttachmentRow[]) {
+      attachments.set(a.email_id, [...(attachments.get(a.email_id) ?? []), a]);
+    }
+  }
+
+  // In-reply-to targets, per account (message ids are only meaningful inside one mailbox).
+  const wanted = rows.filter((r) => r.in_reply_to);
+  for (const part of chunks(wanted, 45)) {
+    const conditions = part.map(() => '(account_id = ? AND message_id = ?)').join(' OR ');
+    const { results } = await env.DB.prepare(`SELECT id, account_id, message_id FROM emails WHERE ${conditions}`)
+      .bind(...part.flatMap((r) => [r.account_id, r.in_reply_to]))
+      .all<{ id: string; account_id: string; message_id: string }>();
+    for (const r of results) replyTargets.set(`${r.account_id} ${r.message_id}`, r.id);
+  }
+
+  return Promise.all(
+    rows.map(async (row) => ({
+      row,
+      folder_ids: folderIds.get(row.id) ?? [],
+      attachments: attachments.get(row.id) ?? [],
+      in_reply_to_id: row.in_reply_to ? (replyTargets.get(`${row.account_id} ${row.in_reply_to}`) ?? null) : null,
+      bodies: row.body_key ? await loadBodies(env, row.body_key) : undefined,
+    })),
+  );
+}
+
+async function loadBodies(env: Env, key: string): Promise<{ html: string; plain: string }> {
+  const object = await env.BLOBS.get(key);
+  if (!object) return { html: '', plain: '' };
+  return object.json<{ html: string; plain: string }>();
+}
+
+/** One email by id (optionally constrained to an account), or null. */
+export async function loadEmail(env: Env, emailId: string, accountId?: string): Promise<EmailRecord | null> {
+  const row = accountId
+    ? await env.DB.prepare('SELECT * FROM emails WHERE id = ? AND account_id = ?').bind(emailId, accountId).first<EmailRow>()
+    : await env.DB.prepare('SELECT * FROM emails WHERE id = ?').bind(emailId).first<EmailRow>();
+  if (!row) return null;
+  const [record] = await loadEmailRecords(env, [row]);
+  return record ?? null;
+}

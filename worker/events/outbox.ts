@@ -1,0 +1,47 @@
+/**
+ * The outbox. A change and its event are written in the same D1 batch (`eventStatement` goes into
+ * the change's batch); after the batch commits, `dispatchEvents` puts the event ids on the queue and
+ * marks them enqueued. If that second step never happens (crash, queue outage), the scheduled sweep
+ * finds rows with `enqueued_at IS NULL` and sends them: at-least-once, with a stable event id.
+ */
+import type { Env } from '../env.ts';
+import { newId } from '../lib/ids.ts';
+import { isoNow } from '../lib/time.ts';
+import type { EventType } from './types.ts';
+
+export interface OutboxEvent {
+  id: string;
+  type: EventType;
+  account_id: string | null;
+  data: unknown;
+  created_at: string;
+}
+
+export function newEvent(type: EventType, accountId: string | null, data: unknown): OutboxEvent {
+  return { id: newId('event'), type, account_id: accountId, data, created_at: isoNow() };
+}
+
+export function eventStatement(db: D1Database, event: OutboxEvent): D1PreparedStatement {
+  return db
+    .prepare('INSERT INTO events (id, type, account_id, data_json, created_at) VALUES (?, ?, ?, ?, ?)')
+    .bind(event.id, event.type, event.account_id, JSON.stringify(event.data), event.created_at);
+}
+
+/** Queue batches hold at most 100 messages. */
+const QUEUE_BATCH = 100;
+
+/** Hand committed events to the queue. Failures are logged and left for the sweep; never thrown. */
+export async function dispatchEvents(env: Env, eventIds: string[]): Promise<void> {
+  for (let i = 0; i < eventIds.length; i += QUEUE_BATCH) {
+    const chunk = eventIds.slice(i, i + QUEUE_BATCH);
+    try {
+      await env.WEBHOOKS.sendBatch(chunk.map((event_id) => ({ body: { kind: 'event' as const, event_id } })));
+      const placeholders = chunk.map(() => '?').join(',');
+      await env.DB.prepare(`UPDATE events SET enqueued_at = ? WHERE id IN (${placeholders})`)
+        .bind(isoNow(), ...chunk)
+        .run();
+    } catch (err) {
+      console.error(`dispatching ${chunk.length} events failed; the sweep will retry:`, (err as Error).message);
+    }
+  }
+}

@@ -1,0 +1,153 @@
+/**
+ * The Worker's side of the relay protocol (common/relay.ts): endpoints the gateway calls, each
+ * authenticated by an HMAC signature with GATEWAY_SECRET, plus the gateway's control WebSocket.
+ */
+import { Hono, type Context } from 'hono';
+import type { z } from 'zod';
+import {
+  ChangesRequest,
+  HeartbeatRequest,
+  LEASE_LOST_TYPE,
+  LeaseRequest,
+  StatusRequest,
+  type HeartbeatResponse,
+  type FolderCursor,
+  type LeaseResponse,
+  type MailboxConfig,
+} from '../../common/relay.ts';
+import { GATEWAY_SIGNATURE_HEADER, verifyConnect, verifyRequest } from '../../common/signing.ts';
+import type { AppEnv } from '../app.ts';
+import { openPasswords } from '../accounts/credentials.ts';
+import { LEASE_TTL_MS, type HolderResult } from '../durable/account-object.ts';
+import { ApiError, errorResponse } from '../lib/errors.ts';
+import { parseId } from '../lib/ids.ts';
+import { parseOrThrow } from '../lib/validation.ts';
+import { chunks, placeholders } from '../emails/store.ts';
+
+interface AccountSecretsRow {
+  id: string;
+  email: string;
+  display_name: string | null;
+  user_id: string;
+  imap_host: string;
+  imap_port: number;
+  imap_encryption: 'SSL' | 'STARTTLS' | 'NONE';
+  smtp_host: string;
+  smtp_port: number;
+  smtp_encryption: 'SSL' | 'STARTTLS' | 'NONE';
+  smtp_user: string;
+  credentials: string;
+}
+
+const accountStub = (c: Context<AppEnv>, accountId: string) => c.env.ACCOUNTS.get(c.env.ACCOUNTS.idFromName(accountId));
+
+/** The signed JSON body of a gateway call, validated; 401 when the signature does not verify. */
+async function signedBody<S extends z.ZodType>(c: Context<AppEnv>, schema: S): Promise<z.output<S>> {
+  const body = await c.req.text();
+  const ok = await verifyRequest(c.env.GATEWAY_SECRET, c.req.header(GATEWAY_SIGNATURE_HEADER), {
+    method: c.req.method,
+    path: new URL(c.req.url).pathname,
+    body,
+  });
+  if (!ok) throw new ApiError('unauthorized', 'The gateway signature is missing, wrong or expired.');
+  try {
+    return parseOrThrow(schema, JSON.parse(body));
+  } catch (err) {
+    if (err instanceof ApiError) throw err;
+    throw new ApiError('invalid_parameters', 'body: malformed JSON');
+  }
+}
+
+function accountIdParam(c: Context<AppEnv>): string {
+  const id = parseId('account', c.req.param('id'));
+  if (!id) throw new ApiError('not_found', 'Account not found');
+  return id;
+}
+
+async function mailboxConfig(c: Context<AppEnv>, row: AccountSecretsRow): Promise<MailboxConfig> {
+  const passwords = await openPasswords(c.env, row.id, row.credentials);
+  return {
+    email: row.email,
+    display_name: row.display_name,
+    imap: { host: row.imap_host, port: row.imap_port, encryption: row.imap_encryption, user: row.user_id, password: passwords.imap_password },
+    smtp: { host: row.smtp_host, port: row.smtp_port, encryption: row.smtp_encryption, user: row.smtp_user, password: passwords.smtp_password },
+  };
+}
+
+const leaseLost = (detail: string) => Response.json({ status: 409, type: LEASE_LOST_TYPE, title: 'Lease lost', detail }, { status: 409 });
+
+export const gatewayRoutes = new Hono<AppEnv>()
+  .get('/connect', async (c) => {
+    const gatewayId = c.req.query('gateway_id') ?? '';
+    if (!gatewayId || gatewayId.length > 100 || !(await verifyConnect(c.env.GATEWAY_SECRET, gatewayId, c.req.query('t'), c.req.query('sig')))) {
+      return errorResponse('unauthorized', 'The gateway signature is missing, wrong or expired.');
+    }
+    return c.env.GATEWAYS.get(c.env.GATEWAYS.idFromName(gatewayId)).fetch(c.req.raw);
+  })
+
+  .post('/heartbeat', async (c) => {
+    const { gateway_id, held } = await signedBody(c, HeartbeatRequest);
+    const now = Date.now();
+    await c.env.DB.prepare('UPDATE gateways SET last_seen_ms = ? WHERE id = ?').bind(now, gateway_id).run();
+
+    const lost: string[] = [];
+    const renewed: string[] = [];
+    for (const part of chunks(held, 50)) {
+      const answers = await Promise.all(
+        part.map(async (id) => (parseId('account', id) ? accountStub(c, id).renewLease(gateway_id, LEASE_TTL_MS) : false)),
+      );
+      part.forEach((id, i) => (answers[i] ? renewed : lost).push(id));
+    }
+    for (const part of chunks(renewed)) {
+      await c.env.DB.prepare(`UPDATE accounts SET gateway_id = ?, lease_expires_ms = ? WHERE id IN (${placeholders(part.length)})`)
+        .bind(gateway_id, now + LEASE_TTL_MS, ...part)
+        .run();
+    }
+    const { results } = await c.env.DB.prepare('SELECT id FROM accounts WHERE lease_expires_ms < ? ORDER BY lease_expires_ms LIMIT 200')
+      .bind(now)
+      .all<{ id: string }>();
+    const heldSet = new Set(held);
+    const response: HeartbeatResponse = { lost, claimable: results.map((r) => r.id).filter((id) => !heldSet.has(id)), lease_ttl_ms: LEASE_TTL_MS };
+    return c.json(response);
+  })
+
+  .post('/accounts/:id/lease', async (c) => {
+    const { gateway_id } = await signedBody(c, LeaseRequest);
+    const accountId = accountIdParam(c);
+    const row = await c.env.DB.prepare(
+      `SELECT id, email, display_name, user_id, imap_host, imap_port, imap_encryption, smtp_host, smtp_port, smtp_encryption, smtp_user, credentials
+       FROM accounts WHERE id = ?`,
+    )
+      .bind(accountId)
+      .first<AccountSecretsRow>();
+    if (!row) throw new ApiError('not_found', 'Account not found');
+    const stub = accountStub(c, accountId);
+    const { granted, lease } = await stub.acquireLease(gateway_id, LEASE_TTL_MS);
+    if (!granted || !lease) {
+      const refused: LeaseResponse = { granted: false, holder: lease?.gateway_id ?? null };
+      return c.json(refused);
+    }
+    await c.env.DB.prepare('UPDATE accounts SET gateway_id = ?, lease_expires_ms = ? WHERE id = ?').bind(gateway_id, lease.expires_at, accountId).run();
+    const response: LeaseResponse = {
+      granted: true,
+      account_id: accountId,
+      config: await mailboxConfig(c, row),
+      cursors: await stub.cursors(),
+      lease_ttl_ms: LEASE_TTL_MS,
+    };
+    return c.json(response);
+  })
+
+  .post('/accounts/:id/changes', async (c) => {
+    const { gateway_id, changes } = await signedBody(c, ChangesRequest);
+    const accountId = accountIdParam(c);
+    const result = (await accountStub(c, accountId).applyChanges(gateway_id, changes)) as HolderResult<FolderCursor[]>;
+    return result.ok ? c.json({ cursors: result.value }) : leaseLost(result.lease_lost);
+  })
+
+  .post('/accounts/:id/status', async (c) => {
+    const { gateway_id, status, error } = await signedBody(c, StatusRequest);
+    const accountId = accountIdParam(c);
+    const result = (await accountStub(c, accountId).reportStatus(gateway_id, status, error)) as HolderResult<null>;
+    return result.ok ? c.json({ ok: true }) : leaseLost(result.lease_lost);
+  });

@@ -1,0 +1,10 @@
+/** Account-scoped forms of the paths: /{account_id}/folders/{id}, /{account_id}/emails/{id}. Mounted last. */
+import { Hono } from 'hono';
+import type { AppEnv } from '../app.ts';
+import { presentEmailSingle } from '../emails/present.ts';
+import { emailFromPath } from './emails.ts';
+import { getFolder } from './folders.ts';
+
+export const accountScoped = new Hono<AppEnv>()
+  .get('/:account_id/folders/:folder_id', async (c) => c.json(await getFolder(c.env.DB, c.req.param('account_id'), c.req.param('folder_id'))))
+  .get('/:account_id/emails/:email_id', async (c) => c.json(presentEmailSingle(await emailFromPath(c, c.req.param('account_id')))));

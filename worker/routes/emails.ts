@@ -1,0 +1,69 @@
+import { Hono, type Context } from 'hono';
+import type { AppEnv } from '../app.ts';
+import { presentEmailList, presentEmailSingle, type EmailRow } from '../emails/present.ts';
+import { buildEmailQuery, EmailListQuery, filtersKey } from '../emails/query.ts';
+import { loadEmail, loadEmailRecords } from '../emails/store.ts';
+import { notFound } from '../lib/errors.ts';
+import { parseId } from '../lib/ids.ts';
+import { cursorList } from '../lib/paging.ts';
+import { parseQuery } from '../lib/validation.ts';
+
+/** The email named in the path (optionally within the account in the path), or 404. */
+export async function emailFromPath(c: Context<AppEnv>, accountParam?: string) {
+  const emailId = parseId('email', c.req.param('email_id'));
+  const accountId = accountParam === undefined ? undefined : parseId('account', accountParam);
+  if (!emailId || accountId === null) throw notFound('Email');
+  const record = await loadEmail(c.env, emailId, accountId);
+  if (!record) throw notFound('Email');
+  return record;
+}
+
+/** Content-Disposition with a filename every client reads (RFC 6266: ASCII fallback plus UTF-8). */
+function contentDisposition(kind: 'attachment' | 'inline', filename: string): string {
+  const ascii = filename.replace(/[^\x20-\x7e]|["\\]/g, '_') || 'attachment';
+  return `${kind}; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename)}`;
+}
+
+async function listEmails(c: Context<AppEnv>, draftsOnly: boolean) {
+  const q = parseQuery(c, EmailListQuery);
+  const built = buildEmailQuery(q, { draftsOnly });
+  const rows = built.empty ? [] : (await c.env.DB.prepare(built.sql).bind(...built.params).all<EmailRow>()).results;
+  const records = await loadEmailRecords(c.env, rows.slice(0, q.limit));
+  const byId = new Map(records.map((r) => [r.row.id, r]));
+  return cursorList(
+    draftsOnly ? 'Drafts' : 'Emails',
+    rows,
+    q.limit,
+    filtersKey(q, draftsOnly ? 'drafts:' : ''),
+    (row) => [row.date_ms, row.id],
+    (row) => presentEmailList(byId.get(row.id)!, { includeHeaders: q.include_headers }),
+  );
+}
+
+export const emails = new Hono<AppEnv>()
+  .get('/', async (c) => c.json(await listEmails(c, false)))
+  .get('/:email_id', async (c) => c.json(presentEmailSingle(await emailFromPath(c))))
+  .get('/:email_id/raw', async (c) => {
+    const record = await emailFromPath(c);
+    const object = record.row.raw_key ? await c.env.BLOBS.get(record.row.raw_key) : null;
+    if (!object) throw notFound('Raw source');
+    return new Response(object.body, {
+      headers: { 'Content-Type': 'message/rfc822', 'Content-Disposition': contentDisposition('attachment', `${record.row.id}.eml`) },
+    });
+  })
+  .get('/:email_id/attachments/:attachment_id', async (c) => {
+    const record = await emailFromPath(c);
+    const attachmentId = parseId('attachment', c.req.param('attachment_id'));
+    const attachment = record.attachments.find((a) => a.id === attachmentId);
+    const object = attachment ? await c.env.BLOBS.get(attachment.blob_key) : null;
+    if (!attachment || !object) throw notFound('Attachment');
+    return new Response(object.body, {
+      headers: {
+        'Content-Type': attachment.mime || 'application/octet-stream',
+        'Content-Length': String(object.size),
+        'Content-Disposition': contentDisposition('attachment', attachment.name || 'attachment'),
+      },
+    });
+  });
+
+export const drafts = new Hono<AppEnv>().get('/', async (c) => c.json(await listEmails(c, true)));

@@ -1,0 +1,29 @@
+import { Hono } from 'hono';
+import { z } from 'zod';
+import type { AppEnv } from '../app.ts';
+import { presentFolder, type FolderRow } from '../folders/present.ts';
+import { notFound } from '../lib/errors.ts';
+import { parseId } from '../lib/ids.ts';
+import { parseQuery } from '../lib/validation.ts';
+
+const FolderListQuery = z.object({ account_id: z.string({ error: 'is required' }) });
+
+export async function listFolders(db: D1Database, accountId: string | null) {
+  const { results } = accountId
+    ? await db.prepare('SELECT * FROM folders WHERE account_id = ? ORDER BY provider_id').bind(accountId).all<FolderRow>()
+    : { results: [] as FolderRow[] };
+  return { object: 'Folders', data: results.map(presentFolder) };
+}
+
+export async function getFolder(db: D1Database, rawAccountId: string | undefined, rawFolderId: string | undefined) {
+  const accountId = parseId('account', rawAccountId);
+  const folderId = parseId('folder', rawFolderId);
+  const row = accountId && folderId ? await db.prepare('SELECT * FROM folders WHERE id = ? AND account_id = ?').bind(folderId, accountId).first<FolderRow>() : null;
+  if (!row) throw notFound('Folder');
+  return presentFolder(row);
+}
+
+export const folders = new Hono<AppEnv>().get('/', async (c) => {
+  const { account_id } = parseQuery(c, FolderListQuery);
+  return c.json(await listFolders(c.env.DB, parseId('account', account_id)));
+});

@@ -1,0 +1,68 @@
+/**
+ * The minute sweep (cron). Each step is bounded, so one run stays short however large the backlog;
+ * what is left waits for the next minute.
+ * 1. Outbox events that never reached the queue (`enqueued_at IS NULL`, older than a grace period so
+ *    that a write still dispatching is left alone) are dispatched again.
+ * 2. Waiting calls that are due but were not picked up (a retry wait longer than the queue's delay
+ *    limit, a lost queue message, a sender that died holding a lease) are put on the queue again.
+ * 3. Expired Idempotency-Key records are deleted.
+ */
+import type { Env, WebhookQueueMessage } from '../env.ts';
+import { dispatchEvents } from '../events/outbox.ts';
+import { iso } from '../lib/time.ts';
+import { WAITING_STATUSES } from './conversations.ts';
+
+const SWEEP_LIMIT = 500;
+const QUEUE_BATCH = 100;
+/** An event younger than this may still be on its way to the queue. */
+const OUTBOX_GRACE_MS = 30_000;
+/** A call due for less than this probably has its queue message arriving right now. */
+const RETRY_GRACE_MS = 60_000;
+
+export interface SweepReport {
+  events: number;
+  retries: number;
+  idempotency_keys: number;
+}
+
+async function enqueueDueRetries(env: Env, now: number): Promise<number> {
+  const { results } = await env.DB.prepare(
+    `SELECT id FROM webhook_conversations
+     WHERE status IN ${WAITING_STATUSES} AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?`,
+  )
+    .bind(now - RETRY_GRACE_MS, SWEEP_LIMIT)
+    .all<{ id: string }>();
+  for (let i = 0; i < results.length; i += QUEUE_BATCH) {
+    const messages = results
+      .slice(i, i + QUEUE_BATCH)
+      .map(({ id }): { body: WebhookQueueMessage } => ({ body: { kind: 'delivery', conversation_id: id } }));
+    try {
+      await env.WEBHOOKS.sendBatch(messages);
+    } catch (err) {
+      console.error(`re-enqueueing ${messages.length} due webhook calls failed; next sweep:`, (err as Error).message);
+    }
+  }
+  return results.length;
+}
+
+export async function runSweep(env: Env, now: number = Date.now()): Promise<SweepReport> {
+  const { results: unsent } = await env.DB.prepare(
+    'SELECT id FROM events WHERE enqueued_at IS NULL AND created_at < ? ORDER BY created_at LIMIT ?',
+  )
+    .bind(iso(now - OUTBOX_GRACE_MS), SWEEP_LIMIT)
+    .all<{ id: string }>();
+  await dispatchEvents(
+    env,
+    unsent.map((e) => e.id),
+  );
+
+  const retries = await enqueueDueRetries(env, now);
+
+  const expired = await env.DB.prepare(
+    'DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE expires_at < ? LIMIT ?)',
+  )
+    .bind(now, SWEEP_LIMIT)
+    .run();
+
+  return { events: unsent.length, retries, idempotency_keys: expired.meta.changes };
+}

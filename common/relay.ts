@@ -7,6 +7,7 @@
  *   POST /internal/gateway/accounts/{id}/lease          LeaseRequest            → LeaseResponse
  *   POST /internal/gateway/accounts/{id}/changes        ChangesRequest          → ChangesResponse
  *   POST /internal/gateway/accounts/{id}/status         StatusRequest           → { ok: true }
+ *   GET  /internal/gateway/accounts/{id}/outgoing/{key}  (empty body signed)     → OutgoingMessage
  *
  * Worker → Gateway: each gateway keeps one WebSocket open to the Worker
  *   GET  /internal/gateway/connect?gateway_id=…&t=…&sig=…   (signature over "CONNECT <gateway_id> <t>")
@@ -207,6 +208,51 @@ export const LEASE_LOST_TYPE = 'errors/lease_lost';
 // ---------------------------------------------------------------------------------------------
 // Worker → Gateway (WebSocket)
 
+/** One address of an outgoing message. */
+export const OutgoingAddress = z.object({ address: z.string(), name: z.string() });
+export type OutgoingAddress = z.infer<typeof OutgoingAddress>;
+
+/** A message the Worker composed (validated, tracking applied), as the gateway fetches it. */
+export const OutgoingMessage = z.object({
+  message_id: z.string(),
+  from: OutgoingAddress,
+  to: z.array(OutgoingAddress),
+  cc: z.array(OutgoingAddress),
+  bcc: z.array(OutgoingAddress),
+  subject: z.string(),
+  html: z.string(),
+  text: z.string(),
+  in_reply_to: z.string().nullable(),
+  references: z.array(z.string()),
+  /** Only names the API allows (X-*, List-Unsubscribe, List-Unsubscribe-Post, Reply-To); single-line values. */
+  headers: z.array(z.object({ name: z.string(), value: z.string() })),
+  attachments: z.array(
+    z.object({ filename: z.string(), content_type: z.string(), cid: z.string().nullable(), content: z.string() /* base64 */ }),
+  ),
+});
+export type OutgoingMessage = z.infer<typeof OutgoingMessage>;
+
+export const OutgoingResult = z.object({
+  message_id: z.string(),
+  /** Where the copy went (Sent or Drafts) and its UID, or null when none was saved (Gmail files sent mail itself). */
+  saved: z.object({ path: z.string(), uid: z.number().int().positive().nullable() }).nullable(),
+});
+export type OutgoingResult = z.infer<typeof OutgoingResult>;
+
+/** One mailbox change of a `modify` request; a message is addressed by folder path and UID. */
+export const ModifyStep = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('flags'), path: z.string(), uid: z.number().int().positive(), add: z.array(z.string()), remove: z.array(z.string()) }),
+  z.object({ type: z.literal('copy'), path: z.string(), uid: z.number().int().positive(), destination: z.string() }),
+  z.object({ type: z.literal('move'), path: z.string(), uid: z.number().int().positive(), destination: z.string() }),
+  /** \Deleted plus UID EXPUNGE of that one message. */
+  z.object({ type: z.literal('delete'), path: z.string(), uid: z.number().int().positive() }),
+]);
+export type ModifyStep = z.infer<typeof ModifyStep>;
+
+/** Per step, in order: the message's UID in the destination (COPYUID), null when the server did not say; null for other steps. */
+export const ModifyResult = z.object({ uids: z.array(z.number().int().positive().nullable()) });
+export type ModifyResult = z.infer<typeof ModifyResult>;
+
 export const GatewayRequest = z.discriminatedUnion('op', [
   /** Log in to IMAP and SMTP with these settings; answer with the folder listing (the connect baseline). */
   z.object({ op: z.literal('verify'), config: MailboxConfig }),
@@ -214,6 +260,21 @@ export const GatewayRequest = z.discriminatedUnion('op', [
   z.object({ op: z.literal('claim'), account_id: z.string() }),
   /** The account was removed or reconnected elsewhere: stop syncing it at once. */
   z.object({ op: z.literal('release'), account_id: z.string() }),
+  /**
+   * Send a message (mode `send`: SMTP, then APPEND the same bytes to `append_to`, skipped on Gmail)
+   * or save a draft (mode `draft`: APPEND to `append_to` with \Draft). The message itself is too big
+   * for a socket frame: the gateway fetches it with a signed GET of /internal/gateway/accounts/{id}/outgoing/{key}.
+   * Answer: OutgoingResult.
+   */
+  z.object({
+    op: z.literal('send'),
+    account_id: z.string(),
+    mode: z.enum(['send', 'draft']),
+    key: z.string(),
+    append_to: z.string().nullable(),
+  }),
+  /** Change messages in the mailbox, steps in order (flags first, then copies, moves, deletions). Answer: ModifyResult. */
+  z.object({ op: z.literal('modify'), account_id: z.string(), steps: z.array(ModifyStep).min(1) }),
 ]);
 export type GatewayRequest = z.infer<typeof GatewayRequest>;
 

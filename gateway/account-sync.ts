@@ -473,10 +473,9 @@ class Session {
     for (const uid of tail.vanished) this.#knownFlags.get(path)?.delete(uid);
   }
 
-  /** Relays new mail of every other folder (one LIST-STATUS, then a fetch where UIDNEXT moved). */
+  /** Relays new mail of every other folder (one LIST-STATUS, then a fetch where UIDNEXT moved; new folders are reported first). */
   async #catchUpOthers(except: string): Promise<void> {
-    if (!this.#control || this.#closed) throw new Aborted('session closed');
-    const folders = await listFolders(this.#control);
+    const { folders } = await this.#refreshListing();
     const behind = folders.filter((f) => {
       if (f.path === except || !this.#listing.has(f.path) || !isSelectable(f)) return false;
       const cursor = this.#cursors.get(f.path);

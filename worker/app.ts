@@ -12,6 +12,7 @@ import { describeIssues } from './lib/validation.ts';
 import { apiKeys } from './routes/api-keys.ts';
 import { accounts, authIntent } from './routes/accounts.ts';
 import { drafts, emails } from './routes/emails.ts';
+import { contacts } from './routes/contacts.ts';
 import { folders } from './routes/folders.ts';
 import { accountScoped } from './routes/account-scoped.ts';
 import { gatewayRoutes } from './gateways/routes.ts';
@@ -53,6 +54,7 @@ export function createApp(): Hono<AppEnv> {
   v1.route('/folders', folders);
   v1.route('/emails', emails);
   v1.route('/drafts', drafts);
+  v1.route('/contacts', contacts);
   v1.route('/webhooks', webhooks);
   // Last: the account-scoped paths start with a parameter.
   v1.route('/', accountScoped);

@@ -17,6 +17,10 @@ export interface Service {
   adminKey: string;
   gatewaySecret: string;
   stateDir: string;
+  /** What `npm start` (wrangler dev, the Worker's console) printed, newest last. */
+  workerLog: string[];
+  /** Gateways started so far, with their logs. */
+  gateways: GatewayProcess[];
   /** Start a gateway process; its output goes to the returned log array. */
   startGateway(id?: string, env?: Record<string, string>): GatewayProcess;
   /** Call the API with the admin key. */
@@ -79,6 +83,7 @@ export async function startService(options: { echo?: boolean } = {}): Promise<Se
     adminKey,
     gatewaySecret,
     stateDir,
+    workerLog,
     startGateway(id = `gw-${randomBytes(3).toString('hex')}`, extra = {}) {
       const log: string[] = [];
       const child = spawn(process.execPath, ['gateway/main.ts'], {
@@ -121,6 +126,7 @@ export async function startService(options: { echo?: boolean } = {}): Promise<Se
       }
       return db.prepare(sql).all(...params) as any[];
     },
+    gateways,
     async stop() {
       db?.close();
       await Promise.all(gateways.map((g) => g.kill('SIGKILL')));
@@ -150,4 +156,11 @@ export async function eventually<T>(probe: () => Promise<T> | T, { timeoutMs = 3
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last: ${last instanceof Error ? last.message : JSON.stringify(last)?.slice(0, 500)}`);
     await new Promise((r) => setTimeout(r, intervalMs));
   }
+}
+
+/** For afterEach: when a test failed, print the tail of the Worker's and the gateways' logs. */
+export function dumpLogsOnFailure(ctx: { task: { result?: { state?: string } } }, service: Service | undefined): void {
+  if (ctx.task.result?.state !== 'fail' || !service) return;
+  console.error(`--- worker log (tail) ---\n${service.workerLog.slice(-60).join('\n')}`);
+  for (const [i, g] of service.gateways.entries()) console.error(`--- gateway ${i} log (tail) ---\n${g.log.slice(-40).join('\n')}`);
 }

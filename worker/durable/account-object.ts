@@ -279,17 +279,21 @@ export class AccountObject extends DurableObject<Env> {
       const event = newEvent(row.is_draft ? 'email.draft.delete' : 'email.delete', accountId, emailEventData(record));
       events.push(event);
       await db.batch([
-        // Contacts lose this email: count down, recompute the latest date from what remains.
+        // Contacts lose this email: count down, take the latest date from what remains, drop the ones left at zero.
         db
           .prepare(
             `UPDATE contacts SET emails_count = emails_count - 1,
-               last_email_ms = COALESCE((SELECT MAX(e.date_ms) FROM email_participants p JOIN emails e ON e.id = p.email_id
-                                         WHERE p.account_id = contacts.account_id AND p.address = contacts.identifier AND e.id != ?), last_email_ms)
+               last_email_ms = COALESCE((${latestOtherEmail('e.date_ms')}), last_email_ms),
+               last_email_at = COALESCE((${latestOtherEmail('e.date')}), last_email_at)
              WHERE account_id = ? AND identifier IN (SELECT address FROM email_participants WHERE email_id = ?)`,
           )
-          .bind(row.id, accountId, row.id),
-        db.prepare("UPDATE contacts SET last_email_at = strftime('%Y-%m-%dT%H:%M:%fZ', last_email_ms / 1000.0, 'unixepoch') WHERE account_id = ?").bind(accountId),
-        db.prepare('DELETE FROM contacts WHERE account_id = ? AND emails_count <= 0').bind(accountId),
+          .bind(row.id, row.id, accountId, row.id),
+        db
+          .prepare('DELETE FROM contacts WHERE account_id = ? AND emails_count <= 0 AND identifier IN (SELECT address FROM email_participants WHERE email_id = ?)')
+          .bind(accountId, row.id),
+        // Its search index row goes with its email_search row (trigger).
+        db.prepare('DELETE FROM email_search WHERE email_id = ?').bind(row.id),
+        db.prepare('DELETE FROM thread_keys WHERE email_id = ?').bind(row.id),
         db.prepare('DELETE FROM email_participants WHERE email_id = ?').bind(row.id),
         db.prepare('DELETE FROM attachments WHERE email_id = ?').bind(row.id),
         db.prepare('DELETE FROM emails WHERE id = ?').bind(row.id),
@@ -326,11 +330,16 @@ export class AccountObject extends DurableObject<Env> {
   }
 }
 
+/** A column of the contact's latest email other than the one bound, inside an UPDATE of `contacts`. */
+const latestOtherEmail = (column: 'e.date_ms' | 'e.date') =>
+  `SELECT ${column} FROM email_participants p JOIN emails e ON e.id = p.email_id
+   WHERE p.account_id = contacts.account_id AND p.address = contacts.identifier AND e.id != ? ORDER BY e.date_ms DESC LIMIT 1`;
+
 /** Delete an account's rows (in chunks, so no single statement grows with the mailbox) and its blobs. */
 export async function purgeAccountData(env: Env, accountId: string): Promise<void> {
   const db = env.DB;
   const CHUNK = 500;
-  for (const table of ['email_participants', 'attachments', 'email_folders']) {
+  for (const table of ['email_participants', 'attachments', 'email_folders', 'email_search', 'thread_keys']) {
     for (;;) {
       const { meta } = await db.prepare(`DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE account_id = ? LIMIT ${CHUNK})`).bind(accountId).run();
       if (meta.changes < CHUNK) break;

@@ -1,11 +1,20 @@
-/** The `data` of email events: the list variant, without bodies when it would exceed 64 KB (DECISIONS.md). */
+/**
+ * The `data` of email events: the list variant. Bodies are dropped (with `body_truncated: true`)
+ * when the payload would exceed 64 KB (DECISIONS.md): here, so outbox rows stay small, and again by
+ * the webhook sender, which measures the whole envelope.
+ */
 import { presentEmailList, type EmailRecord } from './present.ts';
 
-const MAX_EVENT_EMAIL_BYTES = 64 * 1024;
+export const MAX_EVENT_PAYLOAD_BYTES = 64 * 1024;
+
+/** The same data without `body` and `body_plain`, marked `body_truncated`. Other data is returned as is. */
+export function withoutBodies(data: unknown): unknown {
+  if (typeof data !== 'object' || data === null || !('body' in data || 'body_plain' in data)) return data;
+  const { body: _html, body_plain: _plain, ...rest } = data as Record<string, unknown>;
+  return { ...rest, body_truncated: true };
+}
 
 export function emailEventData(record: EmailRecord, bodies?: { html: string; plain: string }) {
   const email = presentEmailList(bodies ? { ...record, bodies } : record);
-  if (JSON.stringify(email).length <= MAX_EVENT_EMAIL_BYTES) return email;
-  const { body: _body, body_plain: _plain, ...rest } = email;
-  return { ...rest, body_truncated: true };
+  return new TextEncoder().encode(JSON.stringify(email)).length <= MAX_EVENT_PAYLOAD_BYTES ? email : withoutBodies(email);
 }

@@ -4,29 +4,38 @@
  */
 import { z } from 'zod';
 import { ROLES } from '../folders/present.ts';
+import { invalid } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { cursorPaging, decodeCursor } from '../lib/paging.ts';
 import { boolParam, instantParam } from '../lib/validation.ts';
+import { matchExpression, SEARCH_CONDITION } from './search.ts';
+
+const text = z.string().trim().min(1, 'must not be empty').max(500, 'must be at most 500 characters');
 
 export const EmailFilters = z.object({
   account_id: z.string().optional(),
   folder: z.string().min(1, 'must not be empty').optional(),
   role: z.enum(ROLES, { error: `must be one of ${ROLES.join(', ')}` }).optional(),
-  from: z.string().min(1).optional(),
-  to: z.string().min(1).optional(),
-  any_email: z.string().min(1).optional(),
+  from: text.optional(),
+  to: text.optional(),
+  any_email: text.optional(),
   thread_id: z.string().optional(),
   unread: boolParam.optional(),
   starred: boolParam.optional(),
   has_attachments: boolParam.optional(),
-  subject: z.string().min(1, 'must not be empty').optional(),
+  subject: z.string().min(1, 'must not be empty').max(500, 'must be at most 500 characters').optional(),
   after: instantParam.optional(),
   before: instantParam.optional(),
+  q: text.optional(),
   include_headers: boolParam.optional(),
 });
 
 export const EmailListQuery = cursorPaging.extend(EmailFilters.shape);
 export type EmailListQuery = z.infer<typeof EmailListQuery>;
+
+/** The drafts list: one account's drafts, or every account's. */
+export const DraftListQuery = cursorPaging.extend({ account_id: EmailFilters.shape.account_id });
+export type DraftListQuery = z.infer<typeof DraftListQuery>;
 
 /** Folder names a client may use instead of ids. */
 const ROLE_NAMES = new Set(['INBOX', 'SENT', 'DRAFTS', 'TRASH', 'SPAM', 'ARCHIVE', 'ALL', 'IMPORTANT', 'STARRED']);
@@ -34,12 +43,12 @@ const ROLE_NAMES = new Set(['INBOX', 'SENT', 'DRAFTS', 'TRASH', 'SPAM', 'ARCHIVE
 export interface BuiltQuery {
   sql: string;
   params: (string | number)[];
-  /** Nothing can match (an unknown id in a filter): skip the database. */
+  /** Nothing can match (an unknown id in a filter, a search without words): skip the database. */
   empty: boolean;
 }
 
 /** The filters that define a listing, canonical: a cursor is only valid with the same ones. */
-export function filtersKey(q: EmailListQuery, extra = ''): string {
+export function filtersKey(q: Partial<EmailListQuery>, extra = ''): string {
   const { limit: _limit, cursor: _cursor, include_headers: _headers, ...filters } = q;
   return (
     extra +
@@ -50,29 +59,35 @@ export function filtersKey(q: EmailListQuery, extra = ''): string {
   );
 }
 
-export function buildEmailQuery(q: EmailListQuery, options: { draftsOnly?: boolean } = {}): BuiltQuery {
+/**
+ * The list query for `q`. The drafts list passes only `account_id` and paging, with `draftsOnly`
+ * (which also keeps its cursors apart from the emails list's).
+ */
+export function buildEmailQuery(q: Partial<EmailListQuery> & { limit: number }, options: { draftsOnly?: boolean } = {}): BuiltQuery {
   const where: string[] = [];
   const params: (string | number)[] = [];
   let empty = false;
+  const accountId = q.account_id === undefined ? undefined : parseId('account', q.account_id);
 
-  if (q.account_id !== undefined) {
-    const id = parseId('account', q.account_id);
-    if (!id) empty = true;
+  if (accountId !== undefined) {
+    if (!accountId) empty = true;
     where.push('e.account_id = ?');
-    params.push(id ?? '');
+    params.push(accountId ?? '');
   }
   if (options.draftsOnly) where.push('e.is_draft = 1');
   if (q.folder !== undefined) {
     const folderId = parseId('folder', q.folder);
     if (folderId) {
-      where.push('e.id IN (SELECT email_id FROM email_folders WHERE folder_id = ?)');
+      where.push('e.id IN (SELECT ef.email_id FROM email_folders ef WHERE ef.folder_id = ?)');
       params.push(folderId);
-    } else if (ROLE_NAMES.has(q.folder.toUpperCase())) {
-      where.push('e.id IN (SELECT ef.email_id FROM email_folders ef JOIN folders f ON f.id = ef.folder_id WHERE f.role = ? AND f.account_id = e.account_id)');
-      params.push(q.folder.toUpperCase());
     } else {
-      where.push('e.id IN (SELECT ef.email_id FROM email_folders ef JOIN folders f ON f.id = ef.folder_id WHERE f.provider_id = ? AND f.account_id = e.account_id)');
-      params.push(q.folder);
+      // A role name (any case: `inbox` is IMAP's INBOX) or the provider's folder path.
+      const role = q.folder.toUpperCase();
+      where.push(
+        `e.id IN (SELECT ef.email_id FROM folders f JOIN email_folders ef ON ef.folder_id = f.id
+                  WHERE (f.provider_id = ? OR f.role = ?)${accountId ? ' AND f.account_id = ?' : ''})`,
+      );
+      params.push(q.folder, ROLE_NAMES.has(role) ? role : '', ...(accountId ? [accountId] : []));
     }
   }
   if (q.role !== undefined) {
@@ -81,15 +96,16 @@ export function buildEmailQuery(q: EmailListQuery, options: { draftsOnly?: boole
   }
   if (q.from !== undefined) {
     where.push('e.from_address = ?');
-    params.push(q.from.trim().toLowerCase());
+    params.push(q.from.toLowerCase());
   }
-  if (q.to !== undefined) {
-    where.push("EXISTS (SELECT 1 FROM email_participants p WHERE p.email_id = e.id AND p.address = ? AND p.kind IN ('to', 'cc', 'bcc'))");
-    params.push(q.to.trim().toLowerCase());
-  }
-  if (q.any_email !== undefined) {
-    where.push('EXISTS (SELECT 1 FROM email_participants p WHERE p.email_id = e.id AND p.address = ?)');
-    params.push(q.any_email.trim().toLowerCase());
+  for (const [filter, kinds] of [
+    ['to', " AND p.kind IN ('to', 'cc', 'bcc')"],
+    ['any_email', ''],
+  ] as const) {
+    const address = q[filter];
+    if (address === undefined) continue;
+    where.push(`e.id IN (SELECT p.email_id FROM email_participants p WHERE p.address = ?${accountId ? ' AND p.account_id = ?' : ''}${kinds})`);
+    params.push(address.toLowerCase(), ...(accountId ? [accountId] : []));
   }
   if (q.thread_id !== undefined) {
     const id = parseId('thread', q.thread_id);
@@ -97,11 +113,9 @@ export function buildEmailQuery(q: EmailListQuery, options: { draftsOnly?: boole
     where.push('e.thread_id = ?');
     params.push(id ?? '');
   }
+  // Literal 0/1 (not parameters): SQLite only uses the partial indexes on `unread = 1` etc. then.
   for (const flag of ['unread', 'starred', 'has_attachments'] as const) {
-    if (q[flag] !== undefined) {
-      where.push(`e.${flag} = ?`);
-      params.push(q[flag] ? 1 : 0);
-    }
+    if (q[flag] !== undefined) where.push(`e.${flag} = ${q[flag] ? 1 : 0}`);
   }
   if (q.subject !== undefined) {
     where.push('instr(lower(e.subject), lower(?)) > 0');
@@ -115,10 +129,16 @@ export function buildEmailQuery(q: EmailListQuery, options: { draftsOnly?: boole
     where.push('e.date_ms < ?');
     params.push(q.before);
   }
+  if (q.q !== undefined) {
+    const match = matchExpression(q.q);
+    if (!match) empty = true;
+    void 0;
+  }
   if (q.cursor !== undefined) {
     const [dateMs, id] = decodeCursor(q.cursor, filtersKey(q, options.draftsOnly ? 'drafts:' : ''));
+    if (typeof dateMs !== 'number' || typeof id !== 'string') throw invalid('cursor: not a cursor returned by this API');
     where.push('(e.date_ms < ? OR (e.date_ms = ? AND e.id < ?))');
-    params.push(Number(dateMs), Number(dateMs), String(id));
+    params.push(dateMs, dateMs, id);
   }
 
   const sql = `SELECT e.* FROM emails e ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY e.date_ms DESC, e.id DESC LIMIT ?`;

@@ -1,7 +1,7 @@
 import { Hono, type Context } from 'hono';
 import type { AppEnv } from '../app.ts';
 import { presentEmailList, presentEmailSingle, type EmailRow } from '../emails/present.ts';
-import { buildEmailQuery, EmailListQuery, filtersKey } from '../emails/query.ts';
+import { buildEmailQuery, DraftListQuery, EmailListQuery, filtersKey } from '../emails/query.ts';
 import { loadEmail, loadEmailRecords } from '../emails/store.ts';
 import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
@@ -24,8 +24,9 @@ function contentDisposition(kind: 'attachment' | 'inline', filename: string): st
   return `${kind}; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename)}`;
 }
 
+/** GET /emails and GET /drafts: one keyset-paged query, newest first. */
 async function listEmails(c: Context<AppEnv>, draftsOnly: boolean) {
-  const q = parseQuery(c, EmailListQuery);
+  const q: Partial<EmailListQuery> & { limit: number } = draftsOnly ? parseQuery(c, DraftListQuery) : parseQuery(c, EmailListQuery);
   const built = buildEmailQuery(q, { draftsOnly });
   const rows = built.empty ? [] : (await c.env.DB.prepare(built.sql).bind(...built.params).all<EmailRow>()).results;
   const records = await loadEmailRecords(c.env, rows.slice(0, q.limit));

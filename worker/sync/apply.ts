@@ -11,12 +11,14 @@ import { eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts'
 import type { EventType } from '../events/types.ts';
 import { folderName, mainRole, parentPath, presentFolder, roleOf, type FolderRow } from '../folders/present.ts';
 import { parseMessage, normalizeAddress, type ParsedAddress, type ParsedMessage } from '../ingest/parse.ts';
-import { derivedId, newId } from '../lib/ids.ts';
+import { newId } from '../lib/ids.ts';
 import { fromBase64, sha256Hex } from '../lib/crypto.ts';
 import { iso, isoNow } from '../lib/time.ts';
 import { presentEmailList, type AttachmentRow, type EmailRecord, type EmailRow, type StoredAddress } from '../emails/present.ts';
 import { blobKeys, chunks, loadEmailRecords, placeholders } from '../emails/store.ts';
 import { emailEventData } from '../emails/events.ts';
+import { indexEmailStatements } from '../emails/search.ts';
+import { Threader, threadedMessage } from '../threads/threader.ts';
 
 /** Where sync stands in one folder; `resync` is set while a folder is re-read after a UIDVALIDITY change. */
 export interface CursorState {
@@ -221,6 +223,7 @@ export class ChangeApplier {
     const existing = await this.emailsByIdentity(withIdentity.map((p) => p.identity));
     const now = isoNow();
     const adoptedFlags = new Map<string, ReturnType<typeof flagState>>();
+    const threader = new Threader(this.db, this.account.accountId);
 
     for (const { message, parsed: mail, identity } of withIdentity) {
       const flags = flagState(message.flags);
@@ -238,10 +241,20 @@ export class ChangeApplier {
       }
       if (cursor.resync && Date.parse(message.internal_date) < this.account.connectedAtMs) continue;
 
-      const row = await this.newEmailRow(mail, message, identity, folder, flags, now, result);
+      const row = await this.newEmailRow(mail, message, identity, folder, flags, threader, now, result);
       existing.set(identity, row);
       const attachments = this.attachmentRows(row, mail, result);
       result.statements.push(insertEmail(this.db, row));
+      result.statements.push(...threader.record(row.id, row.thread_id, threadedMessage(mail, row.date_ms, message.gm_thrid)));
+      result.statements.push(
+        ...indexEmailStatements(this.db, {
+          emailId: row.id,
+          accountId: row.account_id,
+          subject: row.subject,
+          body: mail.plain,
+          participants: [mail.from, ...mail.to, ...mail.cc, ...mail.bcc],
+        }),
+      );
       result.statements.push(
         this.db
           .prepare('INSERT OR REPLACE INTO email_folders (email_id, folder_id, account_id, uid) VALUES (?, ?, ?, ?)')
@@ -276,6 +289,7 @@ export class ChangeApplier {
     identity: string,
     folder: FolderRow,
     flags: { unread: boolean; starred: boolean; draft: boolean },
+    threader: Threader,
     now: string,
     result: ChangeResult,
   ): Promise<EmailRow> {
@@ -283,6 +297,8 @@ export class ChangeApplier {
     const digest = (await sha256Hex(`${accountId}\n${identity}`)).slice(0, 40);
     const dateMs = mail.date_ms ?? (Date.parse(message.internal_date) || Date.now());
     const isDraft = flags.draft || folder.role === 'DRAFTS';
+    const thread = await threader.assign(threadedMessage(mail, dateMs, message.gm_thrid));
+    result.statements.push(...thread.statements);
 
     const rawKey = blobKeys.raw(accountId, digest);
     result.blobs.push({ key: rawKey, body: fromBase64(message.raw), contentType: 'message/rfc822' });
@@ -300,7 +316,7 @@ export class ChangeApplier {
       id: newId('email', dateMs > 0 ? Math.min(dateMs, Date.now()) : Date.now()),
       account_id: accountId,
       identity,
-      thread_id: await this.threadFor(mail, message),
+      thread_id: thread.threadId,
       provider_id: message.gm_msgid ?? null,
       message_id: mail.message_id,
       in_reply_to: mail.in_reply_to,
@@ -395,32 +411,6 @@ export class ChangeApplier {
           .bind(row.account_id, address, name, row.date, row.date_ms),
       );
     }
-  }
-
-  /**
-   * The conversation: Gmail's X-GM-THRID where present; else the thread of any message this one
-   * refers to (In-Reply-To, References) or of any message that refers to this one.
-   */
-  private async threadFor(mail: ParsedMessage, message: MessageIn): Promise<string> {
-    if (message.gm_thrid) return derivedId('thread', `${this.account.accountId}:gm:${message.gm_thrid}`);
-    const related = [...new Set([...(mail.in_reply_to ? [mail.in_reply_to] : []), ...mail.references])].slice(-40);
-    if (related.length) {
-      const hit = await this.db
-        .prepare(`SELECT thread_id FROM emails WHERE account_id = ? AND message_id IN (${placeholders(related.length)}) ORDER BY date_ms LIMIT 1`)
-        .bind(this.account.accountId, ...related)
-        .first<{ thread_id: string }>();
-      if (hit) return hit.thread_id;
-    }
-    if (mail.message_id) {
-      const child = await this.db
-        .prepare(
-          `SELECT thread_id FROM emails WHERE account_id = ? AND (in_reply_to = ? OR references_json LIKE ?) LIMIT 1`,
-        )
-        .bind(this.account.accountId, mail.message_id, `%${JSON.stringify(mail.message_id).slice(1, -1)}%`)
-        .first<{ thread_id: string }>();
-      if (child) return child.thread_id;
-    }
-    return newId('thread');
   }
 
   async applyFlags(path: string, uidvalidity: number, updates: { uid: number; flags: string[] }[]): Promise<ChangeResult> {

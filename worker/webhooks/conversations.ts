@@ -6,6 +6,7 @@
  * `failed` (schedule exhausted), `dropped` (endpoint paused or deleted while the call was waiting).
  * While a call is being made, `next_attempt_at` holds a lease (see delivery.ts), so nobody else sends it.
  */
+import { MAX_EVENT_PAYLOAD_BYTES, withoutBodies } from '../emails/events.ts';
 import { isoNow } from '../lib/time.ts';
 
 export type ConversationStatus = 'pending' | 'retrying' | 'delivered' | 'failed' | 'dropped';
@@ -43,8 +44,6 @@ export const DELIVERY_SELECT = `SELECT c.id, c.endpoint_id, c.event_id, c.event_
   JOIN events ev ON ev.id = c.event_id
   JOIN webhook_endpoints we ON we.id = c.endpoint_id`;
 
-/** Serialized envelopes above this size lose the email's body fields (DECISIONS.md, "Webhook calls"). */
-export const MAX_PAYLOAD_BYTES = 64 * 1024;
 
 export interface Envelope {
   payload: Record<string, unknown>;
@@ -68,10 +67,8 @@ export function envelope(row: DeliveryRow): Envelope {
     return { payload, body: JSON.stringify(payload) };
   };
   const full = make(data);
-  if (new TextEncoder().encode(full.body).length <= MAX_PAYLOAD_BYTES) return full;
-  if (typeof data !== 'object' || data === null || !('body' in data || 'body_plain' in data)) return full;
-  const { body: _html, body_plain: _plain, ...rest } = data as Record<string, unknown>;
-  return make({ ...rest, body_truncated: true });
+  if (new TextEncoder().encode(full.body).length <= MAX_EVENT_PAYLOAD_BYTES) return full;
+  return make(withoutBodies(data));
 }
 
 export function presentConversation(row: DeliveryRow) {

@@ -1,0 +1,323 @@
+// GET /emails and GET /drafts: every filter, combinations, full-text search, keyset paging under arrival, query plans.
+import { env } from 'cloudflare:workers';
+import { describe, expect, it } from 'vitest';
+import { buildEmailQuery, type EmailListQuery } from '../../worker/emails/query.ts';
+import { encodeCursor } from '../../worker/lib/paging.ts';
+import { api, expectError } from './helpers.ts';
+import { listEmails, minute, readAccount, subjects } from './read-helpers.ts';
+import { rawMessage } from './sync-helpers.ts';
+
+const sorted = (list: { data: any[] }) => subjects(list).sort();
+
+describe('GET /emails filters', () => {
+  it('account_id: one account only, newest first', async () => {
+    const a = await readAccount();
+    const b = await readAccount();
+    await a.deliver('INBOX', { subject: 'a1', date: minute(1) }, { subject: 'a2', date: minute(2) });
+    await b.deliver('INBOX', { subject: 'b1', date: minute(3) });
+    expect(subjects(await listEmails(`account_id=${a.id}`))).toEqual(['a2', 'a1']);
+    expect(subjects(await listEmails(`account_id=${b.id}`))).toEqual(['b1']);
+    // Malformed or unknown ids in a filter find nothing.
+    expect((await listEmails('account_id=acc_nope')).data).toEqual([]);
+    expect((await listEmails('account_id=acc_01KAAAAAAAAAAAAAAAAAAAAAAA')).data).toEqual([]);
+  });
+
+  it('folder: by fld_ id, role name (any case) and provider path; role: the main role only', async () => {
+    const a = await readAccount();
+    await a.deliver('INBOX', { subject: 'in inbox' });
+    await a.deliver('Projects/2026', { subject: 'in project' });
+    const both = rawMessage({ subject: 'to myself', from: a.email, to: a.email });
+    await a.deliverRaw('Sent', [{ raw: both }]);
+    await a.deliverRaw('INBOX', [{ raw: both }]);
+    const folders = (await api('GET', `/folders?account_id=${a.id}`)).body.data;
+    const project = folders.find((f: any) => f.provider_id === 'Projects/2026');
+    const base = `account_id=${a.id}`;
+
+    expect(sorted(await listEmails(`${base}&folder=${project.id}`))).toEqual(['in project']);
+    expect(sorted(await listEmails(`${base}&folder=Projects/2026`))).toEqual(['in project']);
+    expect(sorted(await listEmails(`${base}&folder=INBOX`))).toEqual(['in inbox', 'to myself']);
+    expect(sorted(await listEmails(`${base}&folder=inbox`))).toEqual(['in inbox', 'to myself']);
+    expect(sorted(await listEmails(`${base}&folder=SENT`))).toEqual(['to myself']);
+    expect((await listEmails(`${base}&folder=fld_01KAAAAAAAAAAAAAAAAAAAAAAA`)).data).toEqual([]);
+    // In Inbox and Sent, the email's main role is one of them; role matches only that one.
+    const mine = (await listEmails(`${base}&subject=to myself`)).data[0];
+    const other = mine.role === 'INBOX' ? 'SENT' : 'INBOX';
+    expect(sorted(await listEmails(`${base}&role=${mine.role}`))).toContain('to myself');
+    expect(sorted(await listEmails(`${base}&role=${other}`))).not.toContain('to myself');
+    expect(sorted(await listEmails(`${base}&role=UNKNOWN`))).toEqual(['in project']);
+    expectError(await api('GET', `/emails?${base}&role=inbox`), 400, 'invalid_parameters');
+  });
+
+  it('from, to, any_email: exact addresses, case-insensitive; to covers to, cc and bcc', async () => {
+    const a = await readAccount();
+    await a.deliver(
+      'INBOX',
+      { subject: 'from carol', from: 'Carol <carol@example.test>', to: 'Alice <alice@example.test>' },
+      { subject: 'from dave', from: 'Dave <dave@example.test>', to: 'Alice <alice@example.test>' },
+      { subject: 'carol in cc', from: 'Dave <dave@example.test>', to: 'Alice <alice@example.test>', cc: 'carol@example.test' },
+      { subject: 'to erin', from: 'Dave <dave@example.test>', to: 'Erin <erin@example.test>' },
+    );
+    const base = `account_id=${a.id}`;
+    expect(sorted(await listEmails(`${base}&from=Carol@Example.TEST`))).toEqual(['from carol']);
+    expect(sorted(await listEmails(`${base}&from=dave@example.test`))).toEqual(['carol in cc', 'from dave', 'to erin']);
+    expect(sorted(await listEmails(`${base}&to=carol@example.test`))).toEqual(['carol in cc']);
+    expect(sorted(await listEmails(`${base}&to=ERIN@example.test`))).toEqual(['to erin']);
+    expect(sorted(await listEmails(`${base}&any_email=carol@example.test`))).toEqual(['carol in cc', 'from carol']);
+    expect((await listEmails(`${base}&from=nobody@example.test`)).data).toEqual([]);
+  });
+
+  it('thread_id, unread, starred, has_attachments', async () => {
+    const a = await readAccount();
+    const root = '<root-flags@example.test>';
+    await a.deliver(
+      'INBOX',
+      { subject: 'root', messageId: root, flags: ['\\Seen'] },
+      { subject: 'reply', inReplyTo: root, references: root, flags: ['\\Seen', '\\Flagged'] },
+      { subject: 'unread with file', attachment: { name: 'a.txt', type: 'text/plain', content: 'x' } },
+    );
+    const base = `account_id=${a.id}`;
+    const rootEmail = (await listEmails(`${base}&subject=root`)).data[0];
+    expect(sorted(await listEmails(`${base}&thread_id=${rootEmail.thread_id}`))).toEqual(['reply', 'root']);
+    expect((await listEmails(`thread_id=thr_nope`)).data).toEqual([]);
+    expect(sorted(await listEmails(`${base}&unread=true`))).toEqual(['unread with file']);
+    expect(sorted(await listEmails(`${base}&unread=false`))).toEqual(['reply', 'root']);
+    expect(sorted(await listEmails(`${base}&starred=true`))).toEqual(['reply']);
+    expect(sorted(await listEmails(`${base}&starred=false`))).toEqual(['root', 'unread with file']);
+    expect(sorted(await listEmails(`${base}&has_attachments=true`))).toEqual(['unread with file']);
+    expect(sorted(await listEmails(`${base}&has_attachments=false`))).toEqual(['reply', 'root']);
+    expectError(await api('GET', `/emails?${base}&unread=yes`), 400, 'invalid_parameters');
+  });
+
+  it('subject (case-insensitive substring), after and before (strict), include_headers', async () => {
+    const a = await readAccount();
+    await a.deliver(
+      'INBOX',
+      { subject: 'Quarterly REPORT', date: minute(10) },
+      { subject: 'lunch', date: minute(20) },
+      { subject: 'reporting lines', date: minute(30) },
+    );
+    const base = `account_id=${a.id}`;
+    expect(sorted(await listEmails(`${base}&subject=rEpOrT`))).toEqual(['Quarterly REPORT', 'reporting lines']);
+    expect(sorted(await listEmails(`${base}&subject=port`))).toEqual(['Quarterly REPORT', 'reporting lines']);
+    const at = (m: number) => encodeURIComponent(new Date(Date.UTC(2026, 0, 1) + m * 60_000).toISOString());
+    expect(sorted(await listEmails(`${base}&after=${at(10)}`))).toEqual(['lunch', 'reporting lines']);
+    expect(sorted(await listEmails(`${base}&before=${at(30)}`))).toEqual(['Quarterly REPORT', 'lunch']);
+    expect(sorted(await listEmails(`${base}&after=${at(10)}&before=${at(30)}`))).toEqual(['lunch']);
+    expectError(await api('GET', `/emails?${base}&after=yesterday`), 400, 'invalid_parameters');
+
+    const plain = (await listEmails(base)).data[0];
+    expect(plain).not.toHaveProperty('headers');
+    const withHeaders = (await listEmails(`${base}&include_headers=true`)).data[0];
+    expect(withHeaders.headers.map((h: any) => h.name)).toEqual(expect.arrayContaining(['Message-ID', 'Subject', 'Date']));
+  });
+
+  it('combines filters: account + folder + unread, from + after + has_attachments', async () => {
+    const a = await readAccount();
+    const b = await readAccount();
+    const file = { name: 'f.pdf', type: 'application/pdf', content: '%PDF' };
+    for (const acc of [a, b]) {
+      await acc.deliver(
+        'INBOX',
+        { subject: 'inbox unread' },
+        { subject: 'inbox read', flags: ['\\Seen'] },
+        { subject: 'carol old file', from: 'carol@example.test', date: minute(1), attachment: file },
+        { subject: 'carol new file', from: 'carol@example.test', date: minute(100), attachment: file, flags: ['\\Seen'] },
+        { subject: 'carol new plain', from: 'carol@example.test', date: minute(101), flags: ['\\Seen'] },
+        { subject: 'dave new file', from: 'dave@example.test', date: minute(102), attachment: file, flags: ['\\Seen'] },
+      );
+      await acc.deliver('Archive', { subject: 'archived unread' });
+    }
+    expect(sorted(await listEmails(`account_id=${a.id}&folder=INBOX&unread=true`))).toEqual(['carol old file', 'inbox unread']);
+    const after = encodeURIComponent(new Date(Date.UTC(2026, 0, 1) + 50 * 60_000).toISOString());
+    // Across accounts (no account_id): one per account.
+    expect(sorted(await listEmails(`from=carol@example.test&after=${after}&has_attachments=true&limit=250`)).filter((s) => s.startsWith('carol'))).toEqual([
+      'carol new file',
+      'carol new file',
+    ]);
+    expect(sorted(await listEmails(`account_id=${b.id}&from=carol@example.test&after=${after}&has_attachments=true`))).toEqual(['carol new file']);
+  });
+
+  it('rejects what it cannot read with a 400 naming the parameter', async () => {
+    for (const query of ['limit=0', 'limit=251', 'starred=1', 'before=2026-13-45', 'subject=', 'q=', 'cursor=garbage']) {
+      const error = expectError(await api('GET', `/emails?${query}`), 400, 'invalid_parameters');
+      expect(error.detail).toContain(query.split('=')[0]);
+    }
+  });
+});
+
+describe('GET /emails?q= full-text search', () => {
+  it('finds by subject word, body word and participant, within an account, combinable', async () => {
+    const a = await readAccount();
+    const b = await readAccount();
+    for (const acc of [a, b]) {
+      await acc.deliver(
+        'INBOX',
+        { subject: 'Invoice for March', text: 'Please pay soon', date: minute(1) },
+        { subject: 'Hello', text: 'The zeppelin lands at noon', date: minute(2) },
+        { subject: 'Greetings', from: 'Zoe Quinn <zoe.quinn@example.test>', text: 'hi', date: minute(3), flags: ['\\Seen'] },
+        { subject: 'Café plans', text: 'nothing here', date: minute(4) },
+      );
+    }
+    const base = `account_id=${a.id}`;
+    expect(subjects(await listEmails(`${base}&q=invoice`))).toEqual(['Invoice for March']);
+    expect(subjects(await listEmails(`${base}&q=ZEPPELIN`))).toEqual(['Hello']);
+    expect(subjects(await listEmails(`${base}&q=zoe.quinn@example.test`))).toEqual(['Greetings']);
+    expect(subjects(await listEmails(`${base}&q=Quinn`))).toEqual(['Greetings']);
+    expect(subjects(await listEmails(`${base}&q=cafe`))).toEqual(['Café plans']);
+    // Every word is required.
+    expect(subjects(await listEmails(`${base}&q=zeppelin%20noon`))).toEqual(['Hello']);
+    expect((await listEmails(`${base}&q=zeppelin%20invoice`)).data).toEqual([]);
+    // Combined with other filters, and across accounts.
+    expect((await listEmails(`${base}&q=quinn&unread=true`)).data).toEqual([]);
+    expect(subjects(await listEmails(`${base}&q=quinn&unread=false`))).toEqual(['Greetings']);
+    const everywhere = (await listEmails(`q=zeppelin&limit=250`)).data.filter((e: any) => [a.id, b.id].includes(e.account_id));
+    expect(everywhere.map((e: any) => e.account_id).sort()).toEqual([a.id, b.id].sort());
+  });
+
+  it('treats FTS syntax as text: never a 500', async () => {
+    const a = await readAccount();
+    await a.deliver('INBOX', { subject: 'AND then (some) "quotes"', text: 'star*dust NEAR col:on' });
+    const base = `account_id=${a.id}`;
+    for (const hostile of ['"', '*', 'AND', '(', ')', 'NOT', 'OR', '"unbalanced', 'a:b', '^x', 'NEAR(', '-', '{x}', "'", '\\', '%', '""""']) {
+      const res = await api('GET', `/emails?${base}&q=${encodeURIComponent(hostile)}`);
+      expect(res.status, `q=${hostile}`).toBe(200);
+    }
+    expect(subjects(await listEmails(`${base}&q=AND`))).toEqual(['AND then (some) "quotes"']);
+    expect(subjects(await listEmails(`${base}&q=(some)`))).toEqual(['AND then (some) "quotes"']);
+    expect(subjects(await listEmails(`${base}&q=${encodeURIComponent('"quotes"')}`))).toEqual(['AND then (some) "quotes"']);
+    expect(subjects(await listEmails(`${base}&q=star*dust`))).toEqual(['AND then (some) "quotes"']);
+    expect(subjects(await listEmails(`${base}&q=col:on`))).toEqual(['AND then (some) "quotes"']);
+    // Only punctuation: nothing to search for, nothing found.
+    expect((await listEmails(`${base}&q=${encodeURIComponent('* ( " -')}`)).data).toEqual([]);
+  });
+
+  it('forgets deleted emails: the index row goes with the email', async () => {
+    const { runDurableObjectAlarm } = await import('cloudflare:test');
+    const a = await readAccount();
+    await a.deliver('INBOX', { subject: 'ephemeral xylophone' }, { subject: 'stays' });
+    const indexed = () => env.DB.prepare('SELECT COUNT(*) AS n FROM email_search WHERE account_id = ?').bind(a.id).first<{ n: number }>();
+    expect((await indexed())?.n).toBe(2);
+    expect(subjects(await listEmails(`account_id=${a.id}&q=xylophone`))).toEqual(['ephemeral xylophone']);
+    const before = (await env.DB.prepare('SELECT COUNT(*) AS n FROM emails_fts').first<{ n: number }>())!.n;
+    await a.stub.applyChanges(a.gateway, [{ type: 'vanished', path: 'INBOX', uidvalidity: 1, uids: [1] }]);
+    await new Promise((r) => setTimeout(r, 1600));
+    await runDurableObjectAlarm(a.stub);
+    expect((await indexed())?.n).toBe(1);
+    expect((await env.DB.prepare('SELECT COUNT(*) AS n FROM emails_fts').first<{ n: number }>())!.n).toBe(before - 1);
+
+    await api('DELETE', `/accounts/${a.id}`);
+    expect((await indexed())?.n).toBe(0);
+    expect((await env.DB.prepare('SELECT COUNT(*) AS n FROM emails_fts').first<{ n: number }>())!.n).toBe(before - 2);
+  });
+});
+
+describe('keyset paging', () => {
+  it('visits 600 emails in pages of 250 exactly once while newer mail arrives', async () => {
+    const a = await readAccount();
+    const batch = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => ({ subject: `m${from + i}`, date: minute(from + i) }));
+    // Two emails per minute for part of the range: ties on date are ordered by id.
+    await a.deliver('INBOX', ...batch(0, 300));
+    await a.deliver('INBOX', ...batch(300, 600).map((m, i) => ({ ...m, date: minute(300 + Math.floor(i / 2)) })));
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    let pages = 0;
+    do {
+      const page: Awaited<ReturnType<typeof listEmails>> = await listEmails(`account_id=${a.id}&limit=250${cursor ? `&cursor=${cursor}` : ''}`);
+      seen.push(...subjects(page));
+      cursor = page.cursor;
+      pages++;
+      // New mail between pages: dated now, so it sorts before the first page.
+      await a.deliver('INBOX', { subject: `new during page ${pages}` });
+      expect(page.has_more).toBe(cursor !== null);
+    } while (cursor);
+    expect(pages).toBe(3);
+    expect(seen).toHaveLength(600);
+    expect(new Set(seen).size).toBe(600);
+    expect(seen.some((s) => s.startsWith('new'))).toBe(false);
+  }, 60_000);
+
+  it('binds a cursor to its filters', async () => {
+    const a = await readAccount();
+    await a.deliver('INBOX', { subject: 'one' }, { subject: 'two' });
+    const first = await listEmails(`account_id=${a.id}&limit=1`);
+    expect(first.has_more).toBe(true);
+    const again = await listEmails(`account_id=${a.id}&limit=1&cursor=${first.cursor}`);
+    expect(again.data).toHaveLength(1);
+    expect(again.data[0].id).not.toBe(first.data[0].id);
+    expectError(await api('GET', `/emails?account_id=${a.id}&unread=true&limit=1&cursor=${first.cursor}`), 400, 'invalid_parameters');
+    expectError(await api('GET', `/drafts?account_id=${a.id}&limit=1&cursor=${first.cursor}`), 400, 'invalid_parameters');
+  });
+});
+
+describe('GET /drafts', () => {
+  it('lists drafts only, as Draft items with a draft_id, per account', async () => {
+    const a = await readAccount();
+    const b = await readAccount();
+    await a.deliver('Drafts', { subject: 'draft a1', date: minute(1) }, { subject: 'draft a2', date: minute(2) });
+    await a.deliver('INBOX', { subject: 'not a draft' });
+    await b.deliver('Drafts', { subject: 'draft b' });
+    const res = await api('GET', `/drafts?account_id=${a.id}`);
+    expect(res.status).toBe(200);
+    expect(res.body.object).toBe('Drafts');
+    expect(subjects(res.body)).toEqual(['draft a2', 'draft a1']);
+    for (const d of res.body.data) {
+      expect(d.object).toBe('Draft');
+      expect(d.draft_id).toMatch(/^drf_[0-9A-Z]{26}$/);
+      expect(d.role).toBe('DRAFTS');
+    }
+    const paged = await api('GET', `/drafts?account_id=${a.id}&limit=1`);
+    const next = await api('GET', `/drafts?account_id=${a.id}&limit=1&cursor=${paged.body.cursor}`);
+    expect([...subjects(paged.body), ...subjects(next.body)]).toEqual(['draft a2', 'draft a1']);
+    expect(next.body).toMatchObject({ has_more: false, cursor: null });
+    expect((await api('GET', '/drafts?account_id=acc_nope')).body.data).toEqual([]);
+    // Drafts also appear in the emails list, with role DRAFTS.
+    expect(sorted(await listEmails(`account_id=${a.id}&role=DRAFTS`))).toEqual(['draft a1', 'draft a2']);
+  });
+});
+
+describe('the list variant', () => {
+  it('has exactly the fields the spec lists', async () => {
+    const a = await readAccount();
+    const root = '<variant-root@example.test>';
+    await a.deliver('INBOX', { subject: 'root', messageId: root });
+    await a.deliver('INBOX', { subject: 'Re: root', inReplyTo: root, references: root, attachment: { name: 'x.txt', type: 'text/plain', content: 'x' } });
+    const [email] = (await listEmails(`account_id=${a.id}&subject=Re:`)).data;
+    const rootId = (await listEmails(`account_id=${a.id}`)).data.find((e: any) => e.subject === 'root').id;
+    expect(Object.keys(email).sort()).toEqual(
+      [
+        'object', 'id', 'account_id', 'thread_id', 'date', 'subject', 'body', 'body_plain', 'from_attendee', 'to_attendees', 'cc_attendees',
+        'bcc_attendees', 'reply_to_attendees', 'has_attachments', 'attachments', 'folders', 'origin', 'tracking_id', 'provider_id', 'message_id',
+        'snippet', 'in_reply_to', 'references', 'folder_ids', 'role', 'unread', 'starred', 'size',
+      ].sort(),
+    );
+    expect(email).toMatchObject({ object: 'Email', in_reply_to: { message_id: root, id: rootId }, references: [root], has_attachments: true });
+    expect(email.from_attendee).toEqual({ identifier: 'bob@example.test', display_name: 'Bob Sender' });
+    expect(email.folders).toEqual(email.folder_ids);
+  });
+});
+
+describe('query plans', () => {
+  const account = 'acc_01KAAAAAAAAAAAAAAAAAAAAAAA';
+  const cases: Record<string, Partial<EmailListQuery>> = {
+    'account_id': { account_id: account },
+    'account_id + folder + unread': { account_id: account, folder: 'fld_01KAAAAAAAAAAAAAAAAAAAAAAA', unread: true },
+    'account_id + folder role + unread': { account_id: account, folder: 'INBOX', unread: true },
+    'account_id + role': { account_id: account, role: 'INBOX' },
+    'from + after + has_attachments': { from: 'carol@example.test', after: Date.UTC(2026, 0, 1), has_attachments: true },
+    'thread_id': { thread_id: 'thr_01KAAAAAAAAAAAAAAAAAAAAAAA' },
+    'to': { to: 'carol@example.test' },
+    'q': { q: 'invoice' },
+    'account_id + q': { account_id: account, q: 'invoice' },
+    'account_id + starred': { account_id: account, starred: true },
+    'account_id + cursor': { account_id: account, cursor: encodeCursor([Date.UTC(2026, 0, 1), 'email_01KAAAAAAAAAAAAAAAAAAAAAAA'], `account_id=${account}`) },
+  };
+  for (const [name, filters] of Object.entries(cases)) {
+    it(`${name}: searches an index, never scans the emails table`, async () => {
+      const built = buildEmailQuery({ limit: 100, ...filters });
+      const { results } = await env.DB.prepare(`EXPLAIN QUERY PLAN ${built.sql}`).bind(...built.params).all<{ detail: string }>();
+      const plan = results.map((r) => r.detail);
+      expect(plan.some((d) => /^SEARCH e USING (COVERING )?INDEX /.test(d)), plan.join('\n')).toBe(true);
+      expect(plan.filter((d) => /^SCAN (e|ef|p|s)\b/.test(d)), plan.join('\n')).toEqual([]);
+    });
+  }
+});

@@ -1,0 +1,62 @@
+/**
+ * GET /contacts: the people an account has emailed with, most recent first, keyset-paged on
+ * (last_email_ms DESC, identifier). Rows are kept by sync (worker/sync/apply.ts counts up,
+ * the account object counts down when an email is deleted); the account's own addresses never enter.
+ */
+import { z } from 'zod';
+import { parseId } from '../lib/ids.ts';
+import { cursorList, cursorPaging, decodeCursor, type CursorList } from '../lib/paging.ts';
+import { invalid } from '../lib/errors.ts';
+
+export const ContactListQuery = cursorPaging.extend({
+  account_id: z.string({ error: 'is required' }),
+  q: z.string().trim().min(1, 'must not be empty').max(320, 'must be at most 320 characters').optional(),
+});
+export type ContactListQuery = z.infer<typeof ContactListQuery>;
+
+export interface ContactRow {
+  account_id: string;
+  identifier: string;
+  display_name: string;
+  emails_count: number;
+  last_email_at: string;
+  last_email_ms: number;
+}
+
+export function presentContact(row: ContactRow) {
+  return {
+    object: 'Contact' as const,
+    account_id: row.account_id,
+    identifier: row.identifier,
+    display_name: row.display_name,
+    emails_count: row.emails_count,
+    last_email_at: row.last_email_at,
+  };
+}
+
+export async function listContacts(db: D1Database, q: ContactListQuery): Promise<CursorList<ReturnType<typeof presentContact>>> {
+  const filtersKey = `contacts:account_id=${q.account_id}&q=${q.q ?? ''}`;
+  const accountId = parseId('account', q.account_id);
+  const where = ['account_id = ?'];
+  const params: (string | number)[] = [accountId ?? ''];
+  if (q.q !== undefined) {
+    // Identifiers are stored lower-cased; names are compared lower-cased.
+    where.push('(instr(identifier, ?) > 0 OR instr(lower(display_name), ?) > 0)');
+    params.push(q.q.toLowerCase(), q.q.toLowerCase());
+  }
+  if (q.cursor !== undefined) {
+    const [lastMs, identifier] = decodeCursor(q.cursor, filtersKey);
+    if (typeof lastMs !== 'number' || typeof identifier !== 'string') throw invalid('cursor: not a cursor returned by this API');
+    where.push('(last_email_ms < ? OR (last_email_ms = ? AND identifier > ?))');
+    params.push(lastMs, lastMs, identifier);
+  }
+  const rows = accountId
+    ? (
+        await db
+          .prepare(`SELECT * FROM contacts WHERE ${where.join(' AND ')} ORDER BY last_email_ms DESC, identifier LIMIT ?`)
+          .bind(...params, q.limit + 1)
+          .all<ContactRow>()
+      ).results
+    : [];
+  return cursorList('Contacts', rows, q.limit, filtersKey, (r) => [r.last_email_ms, r.identifier], presentContact);
+}

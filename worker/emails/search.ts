@@ -1,0 +1,52 @@
+/**
+ * Full-text search over subject, body and participants (the `q` filter of GET /emails), on D1's
+ * FTS5. Writing: one `email_search` row (the email's stable FTS rowid) and one index row per email,
+ * in the batch that inserts the email. Removing: deleting the `email_search` row (directly or by
+ * the cascade from `emails`) drops the index row (trigger in migrations/0004_read_side.sql).
+ * Reading: user text never reaches FTS5 as syntax; every word is a quoted string.
+ */
+import type { ParsedAddress } from '../ingest/parse.ts';
+
+/** Indexing cost stays bounded: only the start of a very long body is indexed. */
+const MAX_INDEXED_BODY_CHARS = 200_000;
+/** More words than this add nothing to a search but cost. */
+const MAX_TERMS = 32;
+
+export interface SearchDocument {
+  emailId: string;
+  accountId: string;
+  subject: string;
+  body: string;
+  participants: (ParsedAddress | null)[];
+}
+
+export function indexEmailStatements(db: D1Database, doc: SearchDocument): D1PreparedStatement[] {
+  const participants = doc.participants
+    .filter((a): a is ParsedAddress => a !== null)
+    .map((a) => `${a.name ?? ''} ${a.address}`.trim())
+    .join(' ');
+  return [
+    db.prepare('INSERT INTO email_search (email_id, account_id) VALUES (?, ?)').bind(doc.emailId, doc.accountId),
+    db
+      .prepare('INSERT INTO emails_fts (rowid, subject, body, participants) SELECT rowid, ?, ?, ? FROM email_search WHERE email_id = ?')
+      .bind(doc.subject, doc.body.slice(0, MAX_INDEXED_BODY_CHARS), participants, doc.emailId),
+  ];
+}
+
+/**
+ * An FTS5 MATCH expression requiring every word of `text`, each as a quoted string (quotes doubled),
+ * so operators, `*`, `(`, `:` or `"` are just characters. Words without a letter or digit cannot match
+ * a token and are dropped; null when nothing is left (the search finds nothing).
+ */
+export function matchExpression(text: string): string | null {
+  const terms = text
+    .split(/\s+/)
+    .filter((word) => /[\p{L}\p{N}]/u.test(word))
+    .slice(0, MAX_TERMS)
+    .map((word) => `"${word.replace(/"/g, '""')}"`);
+  return terms.length ? terms.join(' ') : null;
+}
+
+/** The condition on `emails e` for a MATCH expression bound as its one parameter. */
+export const SEARCH_CONDITION =
+  'e.id IN (SELECT s.email_id FROM email_search s WHERE s.rowid IN (SELECT rowid FROM emails_fts WHERE emails_fts MATCH ?))';

@@ -1,0 +1,23 @@
+/** GET /{account_id}/emails/{email_id}/thread: the email's conversation, oldest first, drafts left out. */
+import type { Context } from 'hono';
+import { z } from 'zod';
+import type { AppEnv } from '../app.ts';
+import { presentEmailSingle, type EmailRow } from '../emails/present.ts';
+import { loadEmailRecords } from '../emails/store.ts';
+import { limitParam } from '../lib/paging.ts';
+import { parseQuery } from '../lib/validation.ts';
+import { emailFromPath } from './emails.ts';
+
+const ThreadQuery = z.object({ limit: limitParam });
+
+export async function getThread(c: Context<AppEnv>, accountParam: string) {
+  const email = await emailFromPath(c, accountParam);
+  const { limit } = parseQuery(c, ThreadQuery);
+  const { results: rows } = await c.env.DB.prepare(
+    'SELECT * FROM emails WHERE thread_id = ? AND account_id = ? AND is_draft = 0 ORDER BY date_ms, id LIMIT ?',
+  )
+    .bind(email.row.thread_id, email.row.account_id, limit + 1)
+    .all<EmailRow>();
+  const records = await loadEmailRecords(c.env, rows.slice(0, limit));
+  return { object: 'Thread' as const, id: email.row.thread_id, data: records.map(presentEmailSingle), has_more: rows.length > limit };
+}

@@ -4,6 +4,7 @@
  */
 const BENCHES: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   sync: () => import('./sync.bench.ts'),
+  latency: () => import('./latency.bench.ts'),
 };
 
 const wanted = process.argv.slice(2);

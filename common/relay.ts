@@ -98,6 +98,11 @@ export const Change = z.discriminatedUnion('type', [
     path: z.string(),
     uidvalidity: z.number().int().nonnegative(),
     messages: z.array(MessageIn),
+    /**
+     * Older mail pulled by the initial sync (see `InitialSyncPlan`): accepted below the folder's
+     * cursor when its INTERNALDATE is inside the window; the cursor itself does not move.
+     */
+    initial_sync: z.boolean().optional(),
   }),
   /** Flags (and Gmail labels) of messages already known. */
   z.object({
@@ -130,6 +135,13 @@ export const Change = z.discriminatedUnion('type', [
     uidvalidity: z.number().int().nonnegative(),
     last_uid: z.number().int().nonnegative(),
     highest_modseq: z.string().nullable(),
+  }),
+  /** Progress of the initial sync: `running` when a pull starts (again), then `completed` or `failed` once. */
+  z.object({
+    type: z.literal('initial_sync'),
+    state: z.enum(['running', 'completed', 'failed']),
+    /** For `failed`: a short, credential-free reason. */
+    error: z.string().max(1000).nullable(),
   }),
 ]);
 export type Change = z.infer<typeof Change>;
@@ -164,6 +176,17 @@ export const HeartbeatResponse = z.object({
 });
 export type HeartbeatResponse = z.infer<typeof HeartbeatResponse>;
 
+/**
+ * The initial sync still to do: mail of each folder with a UID below `below_uid` (UIDs from before
+ * the account connected, minus what was already pulled) and an INTERNALDATE at or after `since`.
+ * Pulled highest UID first, in pages; `below_uid` falls as pages are applied, so a new gateway resumes.
+ */
+export const InitialSyncPlan = z.object({
+  since: z.string(),
+  folders: z.array(z.object({ path: z.string(), uidvalidity: z.number().int().nonnegative(), below_uid: z.number().int().nonnegative() })),
+});
+export type InitialSyncPlan = z.infer<typeof InitialSyncPlan>;
+
 export const LeaseRequest = z.object({ gateway_id: z.string().min(1).max(100) });
 export type LeaseRequest = z.infer<typeof LeaseRequest>;
 
@@ -174,6 +197,8 @@ export const LeaseResponse = z.discriminatedUnion('granted', [
     config: MailboxConfig,
     cursors: z.array(FolderCursor),
     lease_ttl_ms: z.number().int().positive(),
+    /** Present while the account's initial sync has not finished. */
+    initial_sync: InitialSyncPlan.optional(),
   }),
   z.object({ granted: z.literal(false), holder: z.string().nullable() }),
 ]);
@@ -227,7 +252,8 @@ export const OutgoingMessage = z.object({
   /** Only names the API allows (X-*, List-Unsubscribe, List-Unsubscribe-Post, Reply-To); single-line values. */
   headers: z.array(z.object({ name: z.string(), value: z.string() })),
   attachments: z.array(
-    z.object({ filename: z.string(), content_type: z.string(), cid: z.string().nullable(), content: z.string() /* base64 */ }),
+    /** content_type null: guessed from the file name. */
+    z.object({ filename: z.string(), content_type: z.string().nullable(), cid: z.string().nullable(), content: z.string() /* base64 */ }),
   ),
 });
 export type OutgoingMessage = z.infer<typeof OutgoingMessage>;

@@ -17,6 +17,9 @@ import { folders } from './routes/folders.ts';
 import { accountScoped } from './routes/account-scoped.ts';
 import { gatewayRoutes } from './gateways/routes.ts';
 import { webhooks } from './routes/webhooks.ts';
+import { accountEmailActions, emailActions } from './routes/actions.ts';
+import { saveDraft, sendEmail } from './routes/send.ts';
+import { tracking } from './routes/tracking.ts';
 
 export interface AppEnv {
   Bindings: Env;
@@ -53,15 +56,21 @@ export function createApp(): Hono<AppEnv> {
   v1.route('/auth', authIntent);
   v1.route('/folders', folders);
   v1.route('/emails', emails);
+  v1.route('/emails', sendEmail);
+  v1.route('/emails', emailActions);
   v1.route('/drafts', drafts);
+  v1.route('/drafts', saveDraft);
   v1.route('/contacts', contacts);
   v1.route('/webhooks', webhooks);
   // Last: the account-scoped paths start with a parameter.
   v1.route('/', accountScoped);
+  v1.route('/', accountEmailActions);
   v1.notFound((c) => errorResponse('not_found', `No route for ${c.req.method} ${new URL(c.req.url).pathname}.`));
 
   app.route('/api/v1', v1);
   // The gateway's side door: signed with GATEWAY_SECRET, never reachable with an API key.
   app.route('/internal/gateway', gatewayRoutes);
+  // Open pixel and click redirects of tracked emails: public, signed links (no API key).
+  app.route('/t', tracking);
   return app;
 }

@@ -16,6 +16,8 @@ export interface Env {
   GATEWAY_SECRET: string;
   /** "true" allows webhook URLs on private/loopback addresses (local development). */
   ALLOW_PRIVATE_WEBHOOK_URLS?: string;
+  /** Public origin of the Worker for tracking links (e.g. https://mail.example.com); default: the request's origin. */
+  PUBLIC_URL?: string;
 }
 
 /** What travels through the webhooks queue: one outbox event, fanned out by the consumer. */

@@ -4,6 +4,7 @@
  */
 const BENCHES: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   sync: () => import('./sync.bench.ts'),
+  send: () => import('./send.bench.ts'),
   latency: () => import('./latency.bench.ts'),
 };
 

@@ -5,7 +5,7 @@
  * state in the object's SQLite storage.
  */
 import { DurableObject } from 'cloudflare:workers';
-import type { AccountStatus, Change, FolderCursor, FolderInfo } from '../../common/relay.ts';
+import { ModifyResult, OutgoingResult, type AccountStatus, type Change, type FolderCursor, type FolderInfo, type GatewayRequest } from '../../common/relay.ts';
 import { ACCOUNT_COLUMNS, presentAccount, type AccountRow } from '../accounts/present.ts';
 import type { Env } from '../env.ts';
 import { dispatchEvents, eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
@@ -14,6 +14,8 @@ import type { EmailRow } from '../emails/present.ts';
 import { blobKeys, loadEmailRecords } from '../emails/store.ts';
 import { isoNow } from '../lib/time.ts';
 import { ChangeApplier, type ChangeResult, type CursorState } from '../sync/apply.ts';
+import { answerOf, callHolder, COMMAND_BUDGET, type CommandAnswer } from '../commands/holder.ts';
+import { applyModify, planModify, type ModifyWanted } from '../commands/modify.ts';
 
 export interface Lease {
   gateway_id: string;
@@ -44,6 +46,8 @@ export class AccountObject extends DurableObject<Env> {
   private readonly sql: SqlStorage;
   /** Changes of one account are applied strictly one after another. */
   private tail: Promise<unknown> = Promise.resolve();
+  /** Commands (send, mailbox actions) run one after another too, on a chain of their own: a slow send never holds up sync. */
+  private commandTail: Promise<unknown> = Promise.resolve();
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -303,6 +307,38 @@ export class AccountObject extends DurableObject<Env> {
       if (keys.length) await this.env.BLOBS.delete(keys);
     }
     this.dispatch(events);
+  }
+
+  // ------------------------------------------------------------------ commands
+
+  private command<T>(work: () => Promise<T>): Promise<CommandAnswer<T>> {
+    const run = this.commandTail.then(() => answerOf(work));
+    this.commandTail = run;
+    return run;
+  }
+
+  /** Send a message or save a draft through the gateway holding the account (common/relay.ts `send`). */
+  async sendOutgoing(request: Extract<GatewayRequest, { op: 'send' }>): Promise<CommandAnswer<OutgoingResult>> {
+    return this.command(async () => OutgoingResult.parse(await callHolder(this.env, () => this.currentLease(), request, COMMAND_BUDGET.send)));
+  }
+
+  /**
+   * A mailbox action on one email: carried out by the gateway, then written to D1 with its
+   * email.update on the change chain (so it cannot interleave with a sync batch). Returns the email.
+   */
+  async modifyEmail(emailId: string, wanted: ModifyWanted) {
+    return this.command(async () => {
+      const { accountId } = this.accountContext();
+      const plan = await planModify(this.env, accountId, emailId, wanted);
+      const result = plan.steps.length
+        ? ModifyResult.parse(
+            await callHolder(this.env, () => this.currentLease(), { op: 'modify', account_id: accountId, steps: plan.steps }, COMMAND_BUDGET.action),
+          )
+        : { uids: [] };
+      const { email, events } = await this.serialize(() => applyModify(this.env, accountId, plan, result));
+      this.dispatch(events);
+      return email;
+    });
   }
 
   // ------------------------------------------------------------------ status

@@ -132,7 +132,8 @@ export function buildEmailQuery(q: Partial<EmailListQuery> & { limit: number }, 
   if (q.q !== undefined) {
     const match = matchExpression(q.q);
     if (!match) empty = true;
-    void 0;
+    where.push(SEARCH_CONDITION);
+    params.push(match ?? '');
   }
   if (q.cursor !== undefined) {
     const [dateMs, id] = decodeCursor(q.cursor, filtersKey(q, options.draftsOnly ? 'drafts:' : ''));

@@ -27,8 +27,8 @@ export function eventStatement(db: D1Database, event: OutboxEvent): D1PreparedSt
     .bind(event.id, event.type, event.account_id, JSON.stringify(event.data), event.created_at);
 }
 
-/** Queue batches hold at most 100 messages. */
-const QUEUE_BATCH = 100;
+/** Queue batches hold at most 100 messages, and D1 binds at most 100 parameters (ids + the timestamp). */
+const QUEUE_BATCH = 90;
 
 /** Hand committed events to the queue. Failures are logged and left for the sweep; never thrown. */
 export async function dispatchEvents(env: Env, eventIds: string[]): Promise<void> {

@@ -23,6 +23,7 @@ import { ApiError, errorResponse } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { parseOrThrow } from '../lib/validation.ts';
 import { chunks, placeholders } from '../emails/store.ts';
+import { OUTGOING_NAME, outgoingBlobKey } from '../send/outgoing.ts';
 
 interface AccountSecretsRow {
   id: string;
@@ -143,6 +144,16 @@ export const gatewayRoutes = new Hono<AppEnv>()
     const accountId = accountIdParam(c);
     const result = (await accountStub(c, accountId).applyChanges(gateway_id, changes)) as HolderResult<FolderCursor[]>;
     return result.ok ? c.json({ cursors: result.value }) : leaseLost(result.lease_lost);
+  })
+
+  // A composed message waiting to be sent (see the `send` request): a signed GET with an empty body.
+  .get('/accounts/:id/outgoing/:name', async (c) => {
+    const ok = await verifyRequest(c.env.GATEWAY_SECRET, c.req.header(GATEWAY_SIGNATURE_HEADER), { method: 'GET', path: new URL(c.req.url).pathname, body: '' });
+    if (!ok) throw new ApiError('unauthorized', 'The gateway signature is missing, wrong or expired.');
+    const name = c.req.param('name');
+    const object = OUTGOING_NAME.test(name) ? await c.env.BLOBS.get(outgoingBlobKey(accountIdParam(c), name)) : null;
+    if (!object) throw new ApiError('not_found', 'No such outgoing message');
+    return new Response(object.body, { headers: { 'Content-Type': 'application/json' } });
   })
 
   .post('/accounts/:id/status', async (c) => {

@@ -45,3 +45,13 @@ export async function outgoingByMessageId(db: D1Database, accountId: string, mes
 export async function outgoingByTrackingId(db: D1Database, trackingId: string): Promise<OutgoingRecord | null> {
   return db.prepare('SELECT * FROM outgoing_messages WHERE tracking_id = ?').bind(trackingId).first<OutgoingRecord>();
 }
+
+/** What a synced copy of an outgoing message takes from its record: origin api, its tracking id and draft id. */
+export function outgoingFields(row: { is_draft: number; draft_id: string | null }, record: OutgoingRecord | undefined) {
+  if (!record) return {};
+  return { origin: 'api', tracking_id: record.tracking_id, draft_id: row.is_draft ? (record.draft_id ?? row.draft_id) : null };
+}
+
+/** R2 key of a composed message waiting for the gateway to fetch it (deleted once the gateway answered). */
+export const outgoingBlobKey = (accountId: string, name: string) => `outgoing/${accountId}/${name}.json`;
+export const OUTGOING_NAME = /^[a-z0-9]{20,64}$/;

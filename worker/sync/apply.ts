@@ -17,8 +17,10 @@ import { iso, isoNow } from '../lib/time.ts';
 import { presentEmailList, type AttachmentRow, type EmailRecord, type EmailRow, type StoredAddress } from '../emails/present.ts';
 import { blobKeys, chunks, loadEmailRecords, placeholders } from '../emails/store.ts';
 import { emailEventData } from '../emails/events.ts';
+import { outgoingByMessageId, outgoingFields } from '../send/outgoing.ts';
 import { indexEmailStatements } from '../emails/search.ts';
 import { Threader, threadedMessage } from '../threads/threader.ts';
+import type { InitialSync } from './initial-sync.ts';
 
 /** Where sync stands in one folder; `resync` is set while a folder is re-read after a UIDVALIDITY change. */
 export interface CursorState {
@@ -58,12 +60,15 @@ export class ChangeApplier {
   private readonly env: Env;
   private readonly account: AccountContext;
   readonly cursors: Map<string, CursorState>;
+  /** The account's initial sync, when one was asked for (the caller saves it with the cursors). */
+  readonly initialSync: InitialSync | null;
   private folders = new Map<string, FolderRow>();
 
-  constructor(env: Env, account: AccountContext, cursors: Map<string, CursorState>) {
+  constructor(env: Env, account: AccountContext, cursors: Map<string, CursorState>, initialSync: InitialSync | null = null) {
     this.env = env;
     this.account = account;
     this.cursors = cursors;
+    this.initialSync = initialSync;
   }
 
   private get db(): D1Database {
@@ -90,13 +95,22 @@ export class ChangeApplier {
       case 'folders':
         return this.applyFolders(change.folders, { baseline: false });
       case 'messages':
-        return this.applyMessages(change.path, change.uidvalidity, change.messages);
+        return this.applyMessages(change.path, change.uidvalidity, change.messages, change.initial_sync === true);
       case 'flags':
         return this.applyFlags(change.path, change.uidvalidity, change.updates);
       case 'vanished':
         return this.applyVanished(change.path, change.uidvalidity, change.uids);
       case 'snapshot':
         return this.applySnapshot(change.path, change.uidvalidity, change.uids);
+      case 'initial_sync': {
+        const result = emptyResult();
+        const moved = await this.initialSync?.advance(this.db, this.account.accountId, change.state, change.error);
+        if (moved) {
+          result.statements.push(...moved.statements);
+          result.events.push(moved.event);
+        }
+        return result;
+      }
       case 'cursor': {
         const cursor = this.cursors.get(change.path);
         if (cursor && cursor.uidvalidity === change.uidvalidity) {
@@ -207,20 +221,26 @@ export class ChangeApplier {
     return { folder, cursor };
   }
 
-  async applyMessages(path: string, uidvalidity: number, messages: MessageIn[]): Promise<ChangeResult> {
+  /** `initial`: older mail pulled by the initial sync, taken below the cursor when inside its window (the cursor stays). */
+  async applyMessages(path: string, uidvalidity: number, messages: MessageIn[], initial = false): Promise<ChangeResult> {
     const result = emptyResult();
     const target = this.cursorFor(path, uidvalidity);
     if (!target || messages.length === 0) return result;
     const { folder, cursor } = target;
 
     const known = await this.membershipsByUid(folder.id, messages.map((m) => m.uid));
-    const fresh = messages.filter((m) => !known.has(m.uid) && (m.uid > cursor.last_uid || cursor.resync));
-    cursor.last_uid = Math.max(cursor.last_uid, ...messages.map((m) => m.uid));
+    const wanted = initial
+      ? (m: MessageIn) => !!this.initialSync?.accepts(path, uidvalidity, m)
+      : (m: MessageIn) => m.uid > cursor.last_uid || cursor.resync;
+    const fresh = messages.filter((m) => !known.has(m.uid) && wanted(m));
+    if (initial) this.initialSync?.pulled(path, uidvalidity, messages.map((m) => m.uid));
+    else cursor.last_uid = Math.max(cursor.last_uid, ...messages.map((m) => m.uid));
     if (fresh.length === 0) return result;
 
     const parsed = await Promise.all(fresh.map(async (m) => ({ message: m, parsed: await parseMessage(fromBase64(m.raw)) })));
     const withIdentity = await Promise.all(parsed.map(async (p) => ({ ...p, identity: await identityOf(p.message, p.parsed) })));
     const existing = await this.emailsByIdentity(withIdentity.map((p) => p.identity));
+    const outgoing = await outgoingByMessageId(this.db, this.account.accountId, withIdentity.flatMap((p) => p.parsed.message_id ?? []));
     const now = isoNow();
     const adoptedFlags = new Map<string, ReturnType<typeof flagState>>();
     const threader = new Threader(this.db, this.account.accountId);
@@ -239,9 +259,10 @@ export class ChangeApplier {
         adoptedFlags.set(present.id, flags);
         continue;
       }
-      if (cursor.resync && Date.parse(message.internal_date) < this.account.connectedAtMs) continue;
+      if (!initial && cursor.resync && Date.parse(message.internal_date) < this.account.connectedAtMs) continue;
 
       const row = await this.newEmailRow(mail, message, identity, folder, flags, threader, now, result);
+      Object.assign(row, outgoingFields(row, outgoing.get(row.message_id ?? '')));
       existing.set(identity, row);
       const attachments = this.attachmentRows(row, mail, result);
       result.statements.push(insertEmail(this.db, row));

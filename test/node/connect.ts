@@ -1,0 +1,22 @@
+/** Connecting a test mailbox (test/mailserver) to the service through POST /auth/intent, once a gateway answers. */
+import type { MailServerInfo } from '../mailserver/client.ts';
+import { eventually, type Service } from './service.ts';
+
+export async function connectMailbox(service: Service, mail: MailServerInfo, name: string, extra: Record<string, unknown> = {}): Promise<{ id: string; email: string }> {
+  const u = mail.users.find((x) => x.user === name)!;
+  const account = await eventually(
+    async () => {
+      const res = await service.api('POST', '/auth/intent', {
+        provider: 'imap', email: u.email, password: u.password, imap_user: u.user,
+        imap_host: mail.host, imap_port: mail.imapPort, imap_encryption: 'SSL',
+        smtp_host: mail.host, smtp_port: mail.smtpPort, smtp_encryption: 'STARTTLS',
+        ...extra,
+      });
+      return res.status === 200 ? (res.body as { id: string; email: string }) : null;
+    },
+    { what: `connecting ${name}`, timeoutMs: 90_000, intervalMs: 500 },
+  );
+  // Commands go to the gateway holding the account: wait for its lease.
+  await eventually(() => service.query<{ gateway_id: string | null }>('SELECT gateway_id FROM accounts WHERE id = ?', account.id)[0]?.gateway_id, { what: 'the lease', timeoutMs: 30_000 });
+  return account;
+}

@@ -1,0 +1,58 @@
+/**
+ * Commands for an account's mailbox go to the gateway holding its lease. When nobody holds it (or
+ * the holder's control socket is down) we wait a little for a gateway to take over, then give up
+ * with 502: nothing has been done at that point.
+ */
+import type { GatewayRequest } from '../../common/relay.ts';
+import type { Lease } from '../durable/account-object.ts';
+import type { Env } from '../env.ts';
+import { callGateway } from '../gateways/registry.ts';
+import { ApiError, isErrorKind, type ErrorKind } from '../lib/errors.ts';
+
+/** Time budgets: mailbox actions answer within ~20 s; a send (up to 30 MB over SMTP) may take longer. */
+export const COMMAND_BUDGET = {
+  action: { waitMs: 8_000, timeoutMs: 12_000 },
+  send: { waitMs: 8_000, timeoutMs: 90_000 },
+} as const;
+
+const POLL_MS = 250;
+
+/** An answer across Durable Object RPC: errors are returned, not thrown (thrown ones are logged as uncaught). */
+export type CommandAnswer<T> = { ok: true; value: T } | { ok: false; kind: ErrorKind; detail: string };
+
+export async function answerOf<T>(work: () => Promise<T>): Promise<CommandAnswer<T>> {
+  try {
+    return { ok: true, value: await work() };
+  } catch (err) {
+    if (err instanceof ApiError) return { ok: false, kind: err.kind, detail: err.detail };
+    console.error('account command failed:', err instanceof Error ? err.stack : String(err));
+    return { ok: false, kind: 'unexpected_error', detail: 'Something went wrong on our side; the error has been logged.' };
+  }
+}
+
+/** The value of an answer, or its error thrown as the ApiError it was. */
+export function unwrap<T>(answer: CommandAnswer<T>): T {
+  if (answer.ok) return answer.value;
+  throw new ApiError(isErrorKind(answer.kind) ? answer.kind : 'unexpected_error', answer.detail);
+}
+
+/** Send `request` to the lease holder, waiting up to `waitMs` for one to be connected. */
+export async function callHolder(
+  env: Env,
+  lease: () => Lease | null,
+  request: GatewayRequest,
+  budget: { waitMs: number; timeoutMs: number },
+): Promise<unknown> {
+  const deadline = Date.now() + budget.waitMs;
+  for (;;) {
+    const current = lease();
+    if (current && current.expires_at > Date.now()) {
+      const stub = env.GATEWAYS.get(env.GATEWAYS.idFromName(current.gateway_id));
+      if (await stub.isConnected()) return callGateway(env, current.gateway_id, request, budget.timeoutMs);
+    }
+    if (Date.now() >= deadline) {
+      throw new ApiError('provider_error', current ? `The gateway holding this account (${current.gateway_id}) is not connected.` : 'No mail gateway holds this account right now.');
+    }
+    await new Promise((r) => setTimeout(r, POLL_MS));
+  }
+}

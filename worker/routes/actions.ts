@@ -1,0 +1,63 @@
+/**
+ * Mailbox actions on one email: POST /{account_id}/emails/{id}/unread and /read, PUT /emails/{id}
+ * (unread, starred, folders) and DELETE /emails/{id} (to Trash). Each runs through the account's
+ * object and the gateway, keeps the email id and produces email.update.
+ */
+import { Hono, type Context } from 'hono';
+import { z } from 'zod';
+import type { AppEnv } from '../app.ts';
+import { unwrap } from '../commands/holder.ts';
+import type { ModifyWanted } from '../commands/modify.ts';
+import { ROLES } from '../folders/present.ts';
+import { notFound } from '../lib/errors.ts';
+import { parseId } from '../lib/ids.ts';
+import { parseJsonBody } from '../lib/validation.ts';
+import { emailFromPath } from './emails.ts';
+
+const ModifyBody = z.object({
+  unread: z.boolean().optional(),
+  starred: z.boolean().optional(),
+  folders: z.array(z.string()).min(1, 'folders: give at least one folder (fld_… or a role name)').max(50).optional(),
+});
+
+/** Folder ids and role names of the account, as folder ids; 404 for one that does not exist. */
+async function resolveFolders(c: Context<AppEnv>, accountId: string, names: string[]): Promise<string[]> {
+  const { results } = await c.env.DB.prepare('SELECT id, role FROM folders WHERE account_id = ? ORDER BY provider_id').bind(accountId).all<{ id: string; role: string }>();
+  const ids = names.map((name) => {
+    const upper = name.toUpperCase();
+    const folder = parseId('folder', name)
+      ? results.find((f) => f.id === name)
+      : (ROLES as readonly string[]).includes(upper) && upper !== 'UNKNOWN'
+        ? results.find((f) => f.role === upper)
+        : undefined;
+    if (!folder) throw notFound(`Folder ${name}`);
+    return folder.id;
+  });
+  return [...new Set(ids)];
+}
+
+async function modify(c: Context<AppEnv>, accountParam: string | undefined, wanted: (accountId: string) => Promise<ModifyWanted>) {
+  const { row } = await emailFromPath(c, accountParam);
+  const stub = c.env.ACCOUNTS.get(c.env.ACCOUNTS.idFromName(row.account_id));
+  return unwrap(await stub.modifyEmail(row.id, await wanted(row.account_id)));
+}
+
+export const emailActions = new Hono<AppEnv>()
+  .put('/:email_id', async (c) => {
+    const body = await parseJsonBody(c, ModifyBody);
+    return c.json(
+      await modify(c, undefined, async (accountId) => ({
+        unread: body.unread,
+        starred: body.starred,
+        folder_ids: body.folders ? await resolveFolders(c, accountId, body.folders) : undefined,
+      })),
+    );
+  })
+  .delete('/:email_id', async (c) => {
+    const email = await modify(c, undefined, async (accountId) => ({ folder_ids: await resolveFolders(c, accountId, ['TRASH']) }));
+    return c.json({ object: 'EmailDeleted' as const, id: email.id });
+  });
+
+export const accountEmailActions = new Hono<AppEnv>()
+  .post('/:account_id/emails/:email_id/unread', async (c) => c.json(await modify(c, c.req.param('account_id'), async () => ({ unread: true }))))
+  .post('/:account_id/emails/:email_id/read', async (c) => c.json(await modify(c, c.req.param('account_id'), async () => ({ unread: false }))));

@@ -1,0 +1,54 @@
+/** POST /emails (send) and POST /drafts (save a draft): compose, then the account's object has the gateway do it. */
+import { Hono, type Context } from 'hono';
+import type { AppEnv } from '../app.ts';
+import { unwrap } from '../commands/holder.ts';
+import { ApiError } from '../lib/errors.ts';
+import { newId } from '../lib/ids.ts';
+import { isoNow } from '../lib/time.ts';
+import { randomToken } from '../lib/crypto.ts';
+import { composeMessage, readComposeBody } from '../send/compose.ts';
+import { idempotent } from '../send/idempotency.ts';
+import { forgetOutgoing, outgoingBlobKey, recordOutgoing } from '../send/outgoing.ts';
+
+async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
+  const body = await readComposeBody(c);
+  return idempotent(c, mode === 'send' ? 'POST /emails' : 'POST /drafts', async () => {
+    const { account, message, tracking } = await composeMessage(c, body, mode);
+    const role = mode === 'send' ? 'SENT' : 'DRAFTS';
+    const folder = await c.env.DB.prepare('SELECT provider_id FROM folders WHERE account_id = ? AND role = ? ORDER BY provider_id LIMIT 1')
+      .bind(account.id, role)
+      .first<{ provider_id: string }>();
+    if (mode === 'draft' && !folder) throw new ApiError('provider_rejected', 'The mailbox has no Drafts folder to save the draft in.');
+
+    // The message goes to R2 (it can be 30 MB, too big for the control socket); the gateway fetches it.
+    const name = randomToken('', 20);
+    const key = outgoingBlobKey(account.id, name);
+    const draftId = mode === 'draft' ? newId('draft') : null;
+    await c.env.BLOBS.put(key, JSON.stringify(message), { httpMetadata: { contentType: 'application/json' } });
+    // Recorded first, so the copy is recognised even when its sync overtakes the gateway's answer.
+    await recordOutgoing(c.env.DB, {
+      account_id: account.id,
+      message_id: message.message_id,
+      kind: mode,
+      tracking_id: tracking?.id ?? null,
+      tracking_label: tracking?.label ?? null,
+      draft_id: draftId,
+      created_at: isoNow(),
+    });
+    try {
+      const stub = c.env.ACCOUNTS.get(c.env.ACCOUNTS.idFromName(account.id));
+      unwrap(await stub.sendOutgoing({ op: 'send', account_id: account.id, mode, key: name, append_to: folder?.provider_id ?? null }));
+    } catch (err) {
+      await forgetOutgoing(c.env.DB, account.id, message.message_id);
+      throw err;
+    } finally {
+      await c.env.BLOBS.delete(key);
+    }
+    return mode === 'send'
+      ? { object: 'EmailSent' as const, account_id: account.id, message_id: message.message_id, provider_id: null, tracking_id: tracking?.id ?? null }
+      : { object: 'DraftCreated' as const, account_id: account.id, draft_id: draftId, message_id: message.message_id, tracking_id: null };
+  });
+}
+
+export const sendEmail = new Hono<AppEnv>().post('/', (c) => sendOrSave(c, 'send'));
+export const saveDraft = new Hono<AppEnv>().post('/', (c) => sendOrSave(c, 'draft'));

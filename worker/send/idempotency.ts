@@ -1,0 +1,60 @@
+/**
+ * Idempotency-Key for POST /emails and POST /drafts (table `idempotency_keys`). The first request
+ * with a key claims it atomically (INSERT … ON CONFLICT DO UPDATE … WHERE expired); a repeat within
+ * 24 h gets the first result, one arriving while the first is still running gets 409, and a
+ * failure releases the key so the client can try again.
+ */
+import type { Context } from 'hono';
+import type { AppEnv } from '../app.ts';
+import { ApiError, invalid } from '../lib/errors.ts';
+
+export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
+const TTL_MS = 24 * 60 * 60 * 1000;
+/** A claim still "in progress" after this long belongs to a request that died: it may be taken over. */
+const ABANDONED_MS = 10 * 60 * 1000;
+
+interface KeyRow {
+  status: string;
+  response_code: number | null;
+  response_json: string | null;
+}
+
+/** Runs `work` once per key and scope; without the header, just runs it. */
+export async function idempotent<T extends object>(c: Context<AppEnv>, scope: string, work: () => Promise<T>): Promise<Response> {
+  const key = c.req.header(IDEMPOTENCY_HEADER);
+  if (key === undefined) return c.json(await work());
+  if (key.length === 0 || key.length > 255) throw invalid(`${IDEMPOTENCY_HEADER}: must be 1 to 255 characters`);
+
+  const db = c.env.DB;
+  const now = Date.now();
+  const claim = await db
+    .prepare(
+      `INSERT INTO idempotency_keys (key, scope, request_hash, status, created_at, expires_at) VALUES (?, ?, '', 'in_progress', ?, ?)
+       ON CONFLICT (scope, key) DO UPDATE SET status = 'in_progress', response_code = NULL, response_json = NULL,
+         created_at = excluded.created_at, expires_at = excluded.expires_at
+       WHERE idempotency_keys.expires_at <= ? OR (idempotency_keys.status = 'in_progress' AND idempotency_keys.created_at <= ?)`,
+    )
+    .bind(key, scope, now, now + TTL_MS, now, now - ABANDONED_MS)
+    .run();
+  if (claim.meta.changes === 0) {
+    const row = await db.prepare('SELECT status, response_code, response_json FROM idempotency_keys WHERE scope = ? AND key = ?').bind(scope, key).first<KeyRow>();
+    if (row?.status === 'completed' && row.response_json) {
+      return new Response(row.response_json, { status: row.response_code ?? 200, headers: { 'Content-Type': 'application/json', 'Idempotent-Replayed': 'true' } });
+    }
+    throw new ApiError('already_exists', `A request with this ${IDEMPOTENCY_HEADER} is still in progress.`);
+  }
+
+  let result: T;
+  try {
+    result = await work();
+  } catch (err) {
+    await db.prepare("DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND status = 'in_progress'").bind(scope, key).run();
+    throw err;
+  }
+  const json = JSON.stringify(result);
+  await db
+    .prepare("UPDATE idempotency_keys SET status = 'completed', response_code = 200, response_json = ? WHERE scope = ? AND key = ?")
+    .bind(json, scope, key)
+    .run();
+  return new Response(json, { status: 200, headers: { 'Content-Type': 'application/json' } });
+}

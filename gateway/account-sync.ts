@@ -17,7 +17,7 @@
  * changes response); a cursor change is only sent after everything it covers, in the same or an
  * earlier acknowledged call.
  */
-import type { ExpungeEvent, FetchMessageObject, ImapFlow, ImapFlowOptions } from 'imapflow';
+import type { ExpungeEvent, ImapFlow, ImapFlowOptions } from 'imapflow';
 import {
   MAX_BATCH_BYTES,
   MAX_BATCH_MESSAGES,
@@ -26,6 +26,7 @@ import {
   type FlagUpdate,
   type FolderCursor,
   type FolderInfo,
+  type InitialSyncPlan,
   type MailboxConfig,
   type MessageIn,
 } from '../common/relay.ts';
@@ -33,15 +34,15 @@ import { backoffDelay, Coalescer, deferred, sleep } from './async.ts';
 import type { SyncSettings } from './config.ts';
 import { classifyError, isAuthFailure } from './errors.ts';
 import { featuresOf, imapOptions, isSelectable, listFolders, openImap, STATUS_QUERY, type ServerFeatures } from './imap.ts';
+import { pullInitialSync } from './initial-sync.ts';
 import { errorFields, type Logger } from './log.ts';
+import { MESSAGE_OVERHEAD_BYTES, messageQuery, toFlagUpdate, toMessageIn } from './messages.ts';
 import { Aborted, isLeaseLost, WorkerHttpError, type WorkerClient } from './worker-client.ts';
 
 /** Re-issue IDLE this often (servers may drop an IDLE older than 30 minutes, RFC 2177). */
 const IDLE_RESTART_MS = 20 * 60_000;
 /** Socket inactivity before imapflow probes with NOOP: how fast a silently dead server is noticed. */
 const SOCKET_TIMEOUT_MS = 90_000;
-/** JSON overhead of one message besides its base64 source, for the batch size estimate. */
-const MESSAGE_OVERHEAD_BYTES = 512;
 
 export interface AccountDeps {
   worker: WorkerClient;
@@ -54,6 +55,12 @@ export interface AccountDeps {
 export interface AccountLease {
   config: MailboxConfig;
   cursors: FolderCursor[];
+  initial_sync?: InitialSyncPlan;
+}
+
+/** The initial sync still to pull (gateway/initial-sync.ts); null once it ended. Kept across sessions. */
+interface PendingInitialSync {
+  plan: InitialSyncPlan | null;
 }
 
 export class AccountSync {
@@ -62,6 +69,7 @@ export class AccountSync {
   #deps: AccountDeps;
   #log: Logger;
   #cursors = new Map<string, FolderCursor>();
+  #initialSync: PendingInitialSync;
   #abort = new AbortController();
   #session: Session | null = null;
   #reported: AccountStatus | null = null;
@@ -73,6 +81,7 @@ export class AccountSync {
     this.#deps = deps;
     this.#log = deps.log.child({ account: id });
     for (const cursor of lease.cursors) this.#cursors.set(cursor.path, cursor);
+    this.#initialSync = { plan: lease.initial_sync ?? null };
   }
 
   start(): void {
@@ -90,7 +99,7 @@ export class AccountSync {
     const { settings } = this.#deps;
     const signal = this.#abort.signal;
     for (let attempt = 0; !signal.aborted; ) {
-      const session = new Session(this.id, this.#config, this.#cursors, this.#deps, this.#log, signal);
+      const session = new Session(this.id, this.#config, this.#cursors, this.#initialSync, this.#deps, this.#log, signal);
       this.#session = session;
       let failure: unknown;
       try {
@@ -189,7 +198,18 @@ class Session {
   /** When the first notification not yet handled by a pass arrived, per folder (for the latency log). */
   #notifiedAt = new Map<string, number>();
 
-  constructor(accountId: string, config: MailboxConfig, cursors: Map<string, FolderCursor>, deps: AccountDeps, log: Logger, signal: AbortSignal) {
+  #initialSync: PendingInitialSync;
+
+  constructor(
+    accountId: string,
+    config: MailboxConfig,
+    cursors: Map<string, FolderCursor>,
+    initialSync: PendingInitialSync,
+    deps: AccountDeps,
+    log: Logger,
+    signal: AbortSignal,
+  ) {
+    this.#initialSync = initialSync;
     this.#accountId = accountId;
     this.#config = config;
     this.#cursors = cursors;
@@ -232,6 +252,27 @@ class Session {
     await Promise.all([...this.#listing.values()].filter(isSelectable).map((f) => this.#runner(f.path).run()));
     this.#log.info('synced', { folders: folders.length, watched: watched.length, ...this.#features, ms: Date.now() - started });
     this.#schedulePoll();
+    this.#startInitialSync();
+  }
+
+  /** Pulls the initial sync's older mail on a connection of its own, while the live sync goes on. */
+  #startInitialSync(): void {
+    const pending = this.#initialSync;
+    const plan = pending.plan;
+    if (!plan) return;
+    const run = async () => {
+      const client = await this.#connect({ disableAutoIdle: true });
+      try {
+        const send = async (changes: Change[]) => void (await this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal }));
+        await pullInitialSync(plan, { client, gmail: this.#features.gmail, listing: this.#listing, send, log: this.#log });
+        pending.plan = null;
+      } finally {
+        this.#dropClient(client);
+      }
+    };
+    run().catch((err: unknown) => {
+      if (!(err instanceof Aborted)) this.fail(err);
+    });
   }
 
   async #connect(extra: Partial<ImapFlowOptions>): Promise<ImapFlow> {
@@ -377,7 +418,7 @@ class Session {
     let lastUid = Math.max(base.last_uid, status.uidnext - 1);
     if (status.uidnext !== 0 && status.uidnext <= base.last_uid + 1) return lastUid;
     const gmail = this.#features.gmail;
-    const query = { uid: true, flags: true, internalDate: true, size: true, source: true, ...(gmail && { labels: true, emailId: true, threadId: true }) };
+    const query = messageQuery(gmail);
     let batch: MessageIn[] = [];
     let bytes = 0;
     const flush = async (final: boolean) => {
@@ -499,7 +540,7 @@ class Session {
   async #send(changes: Change[]): Promise<void> {
     if (!changes.length) return;
     const response = await this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal });
-    const touched = new Set(changes.flatMap((c) => (c.type === 'folders' ? c.folders.map((f) => f.path) : [c.path])));
+    const touched = new Set(changes.flatMap((c) => (c.type === 'folders' ? c.folders.map((f) => f.path) : 'path' in c ? [c.path] : [])));
     for (const change of changes) {
       if (change.type === 'cursor') this.#cursors.set(change.path, { path: change.path, uidvalidity: change.uidvalidity, last_uid: change.last_uid, highest_modseq: change.highest_modseq });
     }
@@ -547,6 +588,11 @@ class Session {
     if (!client) return;
     this.#watchers.delete(path);
     this.#runners.delete(path);
+    this.#dropClient(client);
+  }
+
+  /** Closes one connection on purpose, without ending the session. */
+  #dropClient(client: ImapFlow): void {
     this.#clients.delete(client);
     client.removeAllListeners('close');
     client.close();
@@ -565,29 +611,4 @@ export function chooseWatched(folders: FolderInfo[], gmail: boolean, max: number
 /** The parts of a folder that the `folders` change carries and the Worker stores. */
 function listingKey(f: FolderInfo): string {
   return JSON.stringify([f.path, f.delimiter, f.flags, f.special_use, f.uidvalidity, f.total]);
-}
-
-/** Message flags without \Recent: a per-session flag that says nothing about the message. */
-function flagsOf(msg: FetchMessageObject): string[] {
-  return [...(msg.flags ?? [])].filter((flag) => flag !== '\\Recent').sort();
-}
-
-function toMessageIn(msg: FetchMessageObject, gmail: boolean): MessageIn {
-  const date = msg.internalDate instanceof Date ? msg.internalDate : new Date(msg.internalDate ?? Date.now());
-  return {
-    uid: msg.uid,
-    flags: flagsOf(msg),
-    ...(gmail && {
-      labels: [...(msg.labels ?? [])],
-      ...(msg.emailId !== undefined && { gm_msgid: String(msg.emailId) }),
-      ...(msg.threadId !== undefined && { gm_thrid: String(msg.threadId) }),
-    }),
-    internal_date: (Number.isNaN(date.getTime()) ? new Date() : date).toISOString(),
-    size: msg.size ?? msg.source?.length ?? 0,
-    raw: (msg.source ?? Buffer.alloc(0)).toString('base64'),
-  };
-}
-
-function toFlagUpdate(msg: FetchMessageObject, gmail: boolean): FlagUpdate {
-  return { uid: msg.uid, flags: flagsOf(msg), ...(gmail && { labels: [...(msg.labels ?? [])].sort() }) };
 }

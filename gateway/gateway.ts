@@ -4,6 +4,8 @@
  */
 import type { GatewayRequest } from '../common/relay.ts';
 import { AccountSync } from './account-sync.ts';
+import { GatewayError } from './errors.ts';
+import { MailboxCommands } from './mailbox.ts';
 import { sleep } from './async.ts';
 import type { GatewayConfig } from './config.ts';
 import { errorFields, type Logger } from './log.ts';
@@ -18,6 +20,8 @@ export class Gateway {
   #log: Logger;
   #worker: WorkerClient;
   #accounts = new Map<string, AccountSync>();
+  /** Command connections (send, modify) of the accounts held, beside their syncs. */
+  #commands = new Map<string, MailboxCommands>();
   #leasing = new Map<string, Promise<void>>();
   #abort = new AbortController();
   #tasks: Promise<void>[] = [];
@@ -40,6 +44,8 @@ export class Gateway {
   /** Closes every account's connections and ends the loops. */
   async stop(): Promise<void> {
     this.#abort.abort();
+    for (const commands of this.#commands.values()) commands.close();
+    this.#commands.clear();
     await Promise.all([...this.#accounts.values()].map((account) => account.stop()));
     this.#accounts.clear();
     await Promise.allSettled(this.#tasks);
@@ -57,7 +63,17 @@ export class Gateway {
       case 'release':
         await this.#release(request.account_id, 'released by the worker');
         return { held: false };
+      case 'send':
+        return this.#commandsFor(request.account_id).send(request.mode, await this.#worker.outgoing(request.account_id, request.key), request.append_to);
+      case 'modify':
+        return this.#commandsFor(request.account_id).modify(request.steps);
     }
+  }
+
+  #commandsFor(accountId: string): MailboxCommands {
+    const commands = this.#commands.get(accountId);
+    if (!commands) throw new GatewayError('provider_error', 'this gateway does not hold the account (its lease moved)');
+    return commands;
   }
 
   async #heartbeatLoop(): Promise<void> {
@@ -89,16 +105,21 @@ export class Gateway {
           return;
         }
         await this.#accounts.get(id)?.stop();
+        this.#commands.get(id)?.close();
         if (this.#abort.signal.aborted) return;
+        const commands = new MailboxCommands(res.config, this.#config.sync, this.#log.child({ account: id }));
         const account = new AccountSync(id, res, {
           worker: this.#worker,
           settings: this.#config.sync,
           log: this.#log,
           onLeaseLost: (lost) => {
             if (this.#accounts.get(lost) === account) this.#accounts.delete(lost);
+            if (this.#commands.get(lost) === commands) this.#commands.delete(lost);
+            commands.close();
           },
         });
         this.#accounts.set(id, account);
+        this.#commands.set(id, commands);
         this.#log.info('lease granted', { account: id, cursors: res.cursors.length });
         account.start();
       } catch (err) {
@@ -112,6 +133,8 @@ export class Gateway {
   }
 
   async #release(id: string, reason: string): Promise<void> {
+    this.#commands.get(id)?.close();
+    this.#commands.delete(id);
     const account = this.#accounts.get(id);
     if (!account) return;
     this.#accounts.delete(id);

@@ -66,7 +66,8 @@ function toFolderInfo(entry: ListResponse): FolderInfo {
     path: entry.path,
     delimiter: entry.delimiter || null,
     flags: [...entry.flags],
-    special_use: entry.specialUse ?? null,
+    // imapflow knows RFC 6154's flags; RFC 8457's \Important (Gmail's "[Gmail]/Important") is read here.
+    special_use: entry.specialUse ?? (entry.flags.has('\\Important') ? '\\Important' : null),
     uidvalidity: Number(status.uidValidity ?? 0),
     uidnext: status.uidNext ?? 0,
     highest_modseq: status.highestModseq !== undefined ? String(status.highestModseq) : null,

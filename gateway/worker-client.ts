@@ -9,6 +9,7 @@ import {
   HeartbeatResponse,
   LEASE_LOST_TYPE,
   LeaseResponse,
+  OutgoingMessage,
   WorkerToGateway,
   type AccountStatus,
   type Change,
@@ -82,6 +83,16 @@ export class WorkerClient {
   async status(accountId: string, status: AccountStatus, error: string | null, opts?: PostOptions): Promise<void> {
     const body: StatusRequest = { gateway_id: this.gatewayId, status, error: error?.slice(0, 1000) ?? null };
     await this.#post(`${accountPath(accountId)}/status`, body, null, opts);
+  }
+
+  /** A composed message waiting to be sent (signed GET, see the `send` request). */
+  async outgoing(accountId: string, name: string): Promise<OutgoingMessage> {
+    const url = new URL(`${accountPath(accountId)}/outgoing/${encodeURIComponent(name)}`, this.#base);
+    const signature = await signRequest(this.#secret, { method: 'GET', path: url.pathname, body: '' });
+    const res = await fetch(url, { headers: { [GATEWAY_SIGNATURE_HEADER]: signature }, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+    const text = await res.text();
+    if (!res.ok) throw new WorkerHttpError(res.status, errorType(text), url.pathname);
+    return OutgoingMessage.parse(JSON.parse(text));
   }
 
   /** Retries network failures, 5xx and 429 with backoff; 4xx throws WorkerHttpError; abort throws Aborted. */

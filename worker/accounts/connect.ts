@@ -45,6 +45,10 @@ export const AuthIntentBody = z
 
 export type AuthIntent = z.infer<typeof AuthIntentBody>;
 
+/** `initial_sync_enable` without `initial_sync_days`: the longest window. */
+const DEFAULT_INITIAL_SYNC_DAYS = 30;
+const DAY_MS = 24 * 3600 * 1000;
+
 /** Complete server settings: given values, else the well-known provider's, else 400 naming what is missing. */
 export function resolveServers(body: AuthIntent): MailboxConfig {
   const known = providerDefaults(body.email);
@@ -149,7 +153,7 @@ export async function connectAccount(env: Env, body: AuthIntent) {
       is_locked: 0,
       initial_sync: 'none',
       initial_sync_enable: body.initial_sync_enable ? 1 : 0,
-      initial_sync_days: body.initial_sync_days ?? null,
+      initial_sync_days: body.initial_sync_days ?? (body.initial_sync_enable ? DEFAULT_INITIAL_SYNC_DAYS : null),
       metadata_json: metadataJson,
       state: body.state ?? null,
       created_at: nowIso,
@@ -176,7 +180,8 @@ export async function connectAccount(env: Env, body: AuthIntent) {
     if (holder) await notifyGateway(env, holder, { op: 'release', account_id: accountId });
   } else {
     try {
-      await stub.initialize({ account_id: accountId, email: config.email, user_id: config.imap.user, connected_at_ms: now, folders });
+      const initialSyncSince = row.initial_sync_enable ? now - row.initial_sync_days! * DAY_MS : null;
+      await stub.initialize({ account_id: accountId, email: config.email, user_id: config.imap.user, connected_at_ms: now, folders, initial_sync_since_ms: initialSyncSince });
     } catch (err) {
       // Undo: no account without its sync baseline, and no event for an account that is not there.
       await env.DB.batch([

@@ -14,8 +14,10 @@ import type { EmailRow } from '../emails/present.ts';
 import { blobKeys, loadEmailRecords } from '../emails/store.ts';
 import { isoNow } from '../lib/time.ts';
 import { ChangeApplier, type ChangeResult, type CursorState } from '../sync/apply.ts';
+import { InitialSync, type InitialSyncStatus } from '../sync/initial-sync.ts';
 import { answerOf, callHolder, COMMAND_BUDGET, type CommandAnswer } from '../commands/holder.ts';
 import { applyModify, planModify, type ModifyWanted } from '../commands/modify.ts';
+import { notFound } from '../lib/errors.ts';
 
 export interface Lease {
   gateway_id: string;
@@ -40,6 +42,8 @@ export interface AccountInit {
   connected_at_ms: number;
   /** The folder listing taken while connecting: the baseline of "mail after connect". */
   folders: FolderInfo[];
+  /** Initial sync asked for: mail that arrived from this instant on, before connect, is pulled too. */
+  initial_sync_since_ms?: number | null;
 }
 
 export class AccountObject extends DurableObject<Env> {
@@ -71,6 +75,7 @@ export class AccountObject extends DurableObject<Env> {
         resync          INTEGER NOT NULL DEFAULT 0
       );
       CREATE TABLE IF NOT EXISTS orphans (email_id TEXT PRIMARY KEY, due_at INTEGER NOT NULL);
+      CREATE TABLE IF NOT EXISTS initial_sync_folders (path TEXT PRIMARY KEY, uidvalidity INTEGER NOT NULL, below_uid INTEGER NOT NULL);
     `);
   }
 
@@ -123,6 +128,32 @@ export class AccountObject extends DurableObject<Env> {
     });
   }
 
+  // ------------------------------------------------------------------ initial sync (worker/sync/initial-sync.ts)
+
+  private loadInitialSync(): InitialSync | null {
+    const since = this.meta('initial_sync_since_ms');
+    if (since === null) return null;
+    const rows = this.sql.exec<{ path: string; uidvalidity: number; below_uid: number }>('SELECT * FROM initial_sync_folders').toArray();
+    const status = (this.meta('initial_sync_status') ?? 'pending') as InitialSyncStatus;
+    return new InitialSync(Number(since), status, new Map(rows.map((r) => [r.path, { uidvalidity: r.uidvalidity, below_uid: r.below_uid }])));
+  }
+
+  private saveInitialSync(sync: InitialSync): void {
+    this.ctx.storage.transactionSync(() => {
+      this.setMeta('initial_sync_since_ms', String(sync.sinceMs));
+      this.setMeta('initial_sync_status', sync.status);
+      this.sql.exec('DELETE FROM initial_sync_folders');
+      for (const [path, f] of sync.folders) {
+        this.sql.exec('INSERT INTO initial_sync_folders (path, uidvalidity, below_uid) VALUES (?, ?, ?)', path, f.uidvalidity, f.below_uid);
+      }
+    });
+  }
+
+  /** For the lease: what the initial sync still has to pull, or undefined. */
+  initialSyncPlan() {
+    return this.loadInitialSync()?.plan();
+  }
+
   cursors(): FolderCursor[] {
     return [...this.loadCursors().values()].map(({ path, uidvalidity, last_uid, highest_modseq }) => ({ path, uidvalidity, last_uid, highest_modseq }));
   }
@@ -137,6 +168,7 @@ export class AccountObject extends DurableObject<Env> {
     return this.serialize(async () => {
       this.sql.exec('DELETE FROM meta');
       this.sql.exec('DELETE FROM folder_cursors');
+      this.sql.exec('DELETE FROM initial_sync_folders');
       this.sql.exec('DELETE FROM lease');
       this.setMeta('account_id', init.account_id);
       this.setMeta('email', init.email);
@@ -146,6 +178,11 @@ export class AccountObject extends DurableObject<Env> {
       await applier.loadFolders();
       await this.commit(await applier.applyFolders(init.folders, { baseline: true }));
       this.saveCursors(applier.cursors);
+      if (init.initial_sync_since_ms != null) {
+        // What was in each folder at connect (below its UIDNEXT) is what the initial sync may pull.
+        const folders = [...applier.cursors.values()].filter((c) => c.last_uid > 0).map((c) => [c.path, { uidvalidity: c.uidvalidity, below_uid: c.last_uid + 1 }] as const);
+        this.saveInitialSync(new InitialSync(init.initial_sync_since_ms, 'pending', new Map(folders)));
+      }
     });
   }
 
@@ -166,6 +203,7 @@ export class AccountObject extends DurableObject<Env> {
       const holder = this.dropLease();
       this.setMeta('removed', '1');
       this.sql.exec('DELETE FROM folder_cursors');
+      this.sql.exec('DELETE FROM initial_sync_folders');
       this.sql.exec('DELETE FROM orphans');
       await this.ctx.storage.deleteAlarm();
       if (accountId) await purgeAccountData(this.env, accountId);
@@ -219,13 +257,14 @@ export class AccountObject extends DurableObject<Env> {
     return this.serialize(async () => {
       const problem = this.leaseProblem(gatewayId);
       if (problem) return { ok: false, lease_lost: problem };
-      const applier = new ChangeApplier(this.env, this.accountContext(), this.loadCursors());
+      const applier = new ChangeApplier(this.env, this.accountContext(), this.loadCursors(), this.loadInitialSync());
       await applier.loadFolders();
       for (const change of changes) {
         const result = await applier.apply(change);
         await this.commit(result);
         // Progress is recorded only after the change's rows are committed.
         this.saveCursors(applier.cursors);
+        if (applier.initialSync) this.saveInitialSync(applier.initialSync);
       }
       return { ok: true, value: this.cursors() };
     });
@@ -328,7 +367,8 @@ export class AccountObject extends DurableObject<Env> {
    */
   async modifyEmail(emailId: string, wanted: ModifyWanted) {
     return this.command(async () => {
-      const { accountId } = this.accountContext();
+      const accountId = this.meta('account_id');
+      if (!accountId || this.meta('removed') === '1') throw notFound('Account');
       const plan = await planModify(this.env, accountId, emailId, wanted);
       const result = plan.steps.length
         ? ModifyResult.parse(

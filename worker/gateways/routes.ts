@@ -135,6 +135,7 @@ export const gatewayRoutes = new Hono<AppEnv>()
       config: await mailboxConfig(c, row),
       cursors: await stub.cursors(),
       lease_ttl_ms: LEASE_TTL_MS,
+      initial_sync: await stub.initialSyncPlan(),
     };
     return c.json(response);
   })

@@ -1,0 +1,183 @@
+/**
+ * Commands on a leased account's mailbox (the Worker's `send` and `modify` requests): one IMAP
+ * connection of its own, opened when first needed and kept (separate from the sync's connections,
+ * so a command never waits behind a sync pass), and one pooled SMTP connection.
+ */
+import MailComposer from 'nodemailer/lib/mail-composer';
+import nodemailer from 'nodemailer';
+import type { ImapFlow } from 'imapflow';
+import type { MailboxConfig, ModifyResult, ModifyStep, OutgoingMessage, OutgoingResult } from '../common/relay.ts';
+import type { SyncSettings } from './config.ts';
+import { classifyError, GatewayError, isAuthFailure } from './errors.ts';
+import { featuresOf, imapOptions, openImap } from './imap.ts';
+import { errorFields, type Logger } from './log.ts';
+import { smtpOptions } from './smtp.ts';
+
+export class MailboxCommands {
+  #config: MailboxConfig;
+  #settings: SyncSettings;
+  #log: Logger;
+  #client: Promise<ImapFlow> | null = null;
+  /** One pooled SMTP connection, kept between sends (login and TLS once, not per message). */
+  #transport: ReturnType<typeof nodemailer.createTransport> | null = null;
+  #closed = false;
+
+  constructor(config: MailboxConfig, settings: SyncSettings, log: Logger) {
+    this.#config = config;
+    this.#settings = settings;
+    this.#log = log;
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#transport?.close();
+    this.#transport = null;
+    const client = this.#client;
+    this.#client = null;
+    void client?.then((c) => c.close(), () => undefined);
+  }
+
+  /** The command connection, (re)opened when missing or closed. */
+  async #imap(): Promise<ImapFlow> {
+    if (this.#closed) throw new GatewayError('provider_error', 'the account is no longer held by this gateway');
+    const current = this.#client ? await this.#client.catch(() => null) : null;
+    if (current?.usable) return current;
+    const { imap } = this.#config;
+    const opening = openImap(imapOptions(imap, { timeoutMs: this.#settings.connectTimeoutMs }, { disableAutoIdle: true }));
+    this.#client = opening;
+    try {
+      const client = await opening;
+      client.on('close', () => {
+        if (this.#client === opening) this.#client = null;
+      });
+      return client;
+    } catch (err) {
+      if (this.#client === opening) this.#client = null;
+      throw classifyError(err, 'IMAP', imap.host, imap.port);
+    }
+  }
+
+  /** IMAP work; a failure of the server becomes a GatewayError the Worker maps onto the API. */
+  async #withImap<T>(work: (client: ImapFlow) => Promise<T>): Promise<T> {
+    const client = await this.#imap();
+    try {
+      return await work(client);
+    } catch (err) {
+      if (err instanceof GatewayError) throw err;
+      const { imap } = this.#config;
+      // A NO/BAD answer is the server refusing the command; anything else is the connection failing.
+      const response = (err as { serverResponseCode?: string; responseStatus?: string }).responseStatus;
+      if (response === 'NO' || response === 'BAD') {
+        throw new GatewayError('provider_rejected', `IMAP server refused the command: ${(err as Error).message.slice(0, 200)}`);
+      }
+      throw classifyError(err, 'IMAP', imap.host, imap.port);
+    }
+  }
+
+  /** Compose with nodemailer, send over SMTP (mode `send`), then APPEND the very same bytes. */
+  async send(mode: 'send' | 'draft', message: OutgoingMessage, appendTo: string | null): Promise<OutgoingResult> {
+    const raw = await buildMessage(message, { keepBcc: mode === 'draft' });
+    if (mode === 'send') await this.#smtp(message, raw);
+    if (!appendTo) return { message_id: message.message_id, saved: null };
+    try {
+      return await this.#withImap(async (client) => {
+        // Gmail files a copy of every message sent through its SMTP itself.
+        if (mode === 'send' && featuresOf(client).gmail) return { message_id: message.message_id, saved: null };
+        const flags = mode === 'draft' ? ['\\Draft', '\\Seen'] : ['\\Seen'];
+        const appended = await client.append(appendTo, raw, flags, new Date());
+        if (!appended) throw new GatewayError('provider_rejected', `IMAP server refused to store the message in ${appendTo}`);
+        return { message_id: message.message_id, saved: { path: appendTo, uid: appended.uid ?? null } };
+      });
+    } catch (err) {
+      if (mode === 'draft') throw err;
+      // The message is out: answering with an error would make clients send it again.
+      this.#log.warn('sent, but the Sent copy could not be stored', { path: appendTo, ...errorFields(err) });
+      return { message_id: message.message_id, saved: null };
+    }
+  }
+
+  async #smtp(message: OutgoingMessage, raw: Buffer): Promise<void> {
+    const { smtp } = this.#config;
+    this.#transport ??= nodemailer.createTransport({ ...smtpOptions(smtp, this.#settings.connectTimeoutMs), pool: true, maxConnections: 1 });
+    const recipients = [...message.to, ...message.cc, ...message.bcc].map((a) => a.address);
+    try {
+      await this.#transport.sendMail({ envelope: { from: message.from.address, to: recipients }, raw });
+    } catch (err) {
+      // Start the next send on a fresh connection.
+      this.#transport?.close();
+      this.#transport = null;
+      throw classifySendError(err, smtp.host, smtp.port);
+    }
+  }
+
+  /** Runs the steps in order; for copies and moves, the destination UID from COPYUID. */
+  async modify(steps: ModifyStep[]): Promise<ModifyResult> {
+    return this.#withImap(async (client) => {
+      const uids: (number | null)[] = [];
+      for (const step of steps) {
+        const lock = await client.getMailboxLock(step.path);
+        try {
+          const range = String(step.uid);
+          switch (step.type) {
+            case 'flags':
+              if (step.add.length) await client.messageFlagsAdd(range, step.add, { uid: true });
+              if (step.remove.length) await client.messageFlagsRemove(range, step.remove, { uid: true });
+              uids.push(null);
+              break;
+            case 'copy':
+            case 'move': {
+              const done = step.type === 'move' ? await client.messageMove(range, step.destination, { uid: true }) : await client.messageCopy(range, step.destination, { uid: true });
+              if (!done) throw new GatewayError('not_found', `the message is no longer in ${step.path}`);
+              uids.push(done.uidMap?.get(step.uid) ?? null);
+              break;
+            }
+            case 'delete':
+              await client.messageDelete(range, { uid: true });
+              uids.push(null);
+              break;
+          }
+        } finally {
+          lock.release();
+        }
+      }
+      return { uids };
+    });
+  }
+}
+
+/** The RFC 822 bytes of a message (Bcc kept only for drafts, which are not sent). */
+export async function buildMessage(message: OutgoingMessage, { keepBcc }: { keepBcc: boolean }): Promise<Buffer> {
+  const node = new MailComposer({
+    messageId: message.message_id,
+    date: new Date(),
+    from: message.from,
+    to: message.to,
+    cc: message.cc,
+    bcc: message.bcc,
+    subject: message.subject,
+    html: message.html || undefined,
+    text: message.text,
+    inReplyTo: message.in_reply_to ?? undefined,
+    references: message.references.length ? message.references : undefined,
+    headers: message.headers.map((h) => ({ key: h.name, value: h.value })),
+    attachments: message.attachments.map((a) => ({
+      filename: a.filename,
+      content: Buffer.from(a.content, 'base64'),
+      ...(a.content_type ? { contentType: a.content_type } : {}),
+      ...(a.cid ? { cid: a.cid } : {}),
+    })),
+  }).compile();
+  node.keepBcc = keepBcc;
+  return node.build();
+}
+
+/** SMTP failures: login refused → invalid_credentials; a 5xx answer → provider_rejected; the rest → provider_error. */
+function classifySendError(err: unknown, host: string, port: number): GatewayError {
+  if (isAuthFailure(err)) return new GatewayError('invalid_credentials', 'SMTP login failed: the server refused the user name or password');
+  const code = (err as { responseCode?: unknown }).responseCode;
+  if (typeof code === 'number' && code >= 500) {
+    const response = String((err as { response?: unknown }).response ?? '').replace(/[\r\n]+/g, ' ').slice(0, 300);
+    return new GatewayError('provider_rejected', `SMTP server refused the message: ${response || code}`);
+  }
+  return classifyError(err, 'SMTP', host, port);
+}

@@ -1,0 +1,41 @@
+/** What the gateway fetches of a message and how it becomes a relayed `MessageIn`: shared by the live sync and the initial sync. */
+import type { FetchMessageObject, FetchQueryObject } from 'imapflow';
+import type { FlagUpdate, MessageIn } from '../common/relay.ts';
+
+/** JSON overhead of one message besides its base64 source, for the batch size estimate. */
+export const MESSAGE_OVERHEAD_BYTES = 512;
+
+/** FETCH items of a relayed message; on Gmail also X-GM-LABELS, X-GM-MSGID and X-GM-THRID. */
+export function messageQuery(gmail: boolean): FetchQueryObject {
+  return { uid: true, flags: true, internalDate: true, size: true, source: true, ...(gmail && { labels: true, emailId: true, threadId: true }) };
+}
+
+/** Message flags without \Recent: a per-session flag that says nothing about the message. */
+function flagsOf(msg: FetchMessageObject): string[] {
+  return [...(msg.flags ?? [])].filter((flag) => flag !== '\\Recent').sort();
+}
+
+/** INTERNALDATE as a Date (now when the server gave none or garbage). */
+export function internalDateOf(msg: Pick<FetchMessageObject, 'internalDate'>): Date {
+  const date = msg.internalDate instanceof Date ? msg.internalDate : new Date(msg.internalDate ?? Date.now());
+  return Number.isNaN(date.getTime()) ? new Date() : date;
+}
+
+export function toMessageIn(msg: FetchMessageObject, gmail: boolean): MessageIn {
+  return {
+    uid: msg.uid,
+    flags: flagsOf(msg),
+    ...(gmail && {
+      labels: [...(msg.labels ?? [])],
+      ...(msg.emailId !== undefined && { gm_msgid: String(msg.emailId) }),
+      ...(msg.threadId !== undefined && { gm_thrid: String(msg.threadId) }),
+    }),
+    internal_date: internalDateOf(msg).toISOString(),
+    size: msg.size ?? msg.source?.length ?? 0,
+    raw: (msg.source ?? Buffer.alloc(0)).toString('base64'),
+  };
+}
+
+export function toFlagUpdate(msg: FetchMessageObject, gmail: boolean): FlagUpdate {
+  return { uid: msg.uid, flags: flagsOf(msg), ...(gmail && { labels: [...(msg.labels ?? [])].sort() }) };
+}

@@ -421,27 +421,36 @@ class Session {
     const query = messageQuery(gmail);
     let batch: MessageIn[] = [];
     let bytes = 0;
+    // One batch travels to the Worker while the next is fetched; sends stay strictly in order.
+    let inFlight: Promise<void> = Promise.resolve();
     const flush = async (final: boolean) => {
       const changes: Change[] = [];
       if (batch.length) changes.push({ type: 'messages', path, uidvalidity: status.uidvalidity, messages: batch });
       if (final) changes.push({ type: 'cursor', path, uidvalidity: status.uidvalidity, last_uid: lastUid, highest_modseq: base.highest_modseq });
       batch = [];
       bytes = 0;
-      await this.#send(changes);
+      await inFlight;
+      inFlight = this.#send(changes);
+      if (final) await inFlight;
     };
     let fetched = false;
-    for await (const msg of client.fetch(`${base.last_uid + 1}:*`, query, { uid: true })) {
-      // "n:*" also matches the highest UID when it is below n.
-      if (msg.uid <= base.last_uid) continue;
-      const message = toMessageIn(msg, gmail);
-      const size = message.raw.length + MESSAGE_OVERHEAD_BYTES;
-      if (batch.length && (batch.length >= MAX_BATCH_MESSAGES || bytes + size > MAX_BATCH_BYTES)) await flush(false);
-      batch.push(message);
-      bytes += size;
-      lastUid = Math.max(lastUid, msg.uid);
-      fetched = true;
+    try {
+      for await (const msg of client.fetch(`${base.last_uid + 1}:*`, query, { uid: true })) {
+        // "n:*" also matches the highest UID when it is below n.
+        if (msg.uid <= base.last_uid) continue;
+        const message = toMessageIn(msg, gmail);
+        const size = message.raw.length + MESSAGE_OVERHEAD_BYTES;
+        if (batch.length && (batch.length >= MAX_BATCH_MESSAGES || bytes + size > MAX_BATCH_BYTES)) await flush(false);
+        batch.push(message);
+        bytes += size;
+        lastUid = Math.max(lastUid, msg.uid);
+        fetched = true;
+      }
+      if (fetched) await flush(true);
+    } catch (err) {
+      inFlight.catch(() => undefined); // the loop's own error is the one to report
+      throw err;
     }
-    if (fetched) await flush(true);
     return lastUid;
   }
 

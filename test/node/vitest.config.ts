@@ -11,6 +11,8 @@ export default defineProject({
     environment: 'node',
     // End-to-end files start their own servers; one at a time keeps a 2-core machine responsive.
     fileParallelism: false,
+    // One shared Dovecot + Postfix for tests that inject('mailserver'); end-to-end files start their own.
+    globalSetup: ['test/mailserver/global-setup.ts'],
     testTimeout: 120_000,
     hookTimeout: 300_000,
   },

@@ -1,5 +1,4 @@
 import { hostname } from 'node:os';
-import { randomBytes } from 'node:crypto';
 import type { LogLevel } from './log.ts';
 
 /** Tuning of the per-account sync; every value has an environment variable (see `loadConfig`). */
@@ -62,7 +61,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): GatewayConfig {
     throw new ConfigError('WORKER_URL is not a URL (e.g. http://127.0.0.1:8787)');
   }
   if (workerUrl.protocol !== 'http:' && workerUrl.protocol !== 'https:') throw new ConfigError('WORKER_URL must be http:// or https://');
-  const gatewayId = env.GATEWAY_ID || `${hostname()}-${randomBytes(3).toString('hex')}`;
+  // Stable across restarts, so a restarted gateway takes its accounts back at once (its leases are its own).
+  const gatewayId = env.GATEWAY_ID || hostname();
   if (gatewayId.length > 100) throw new ConfigError('GATEWAY_ID is longer than 100 characters');
 
   const sync = { ...DEFAULT_SYNC };

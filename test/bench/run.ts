@@ -6,6 +6,7 @@ const BENCHES: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   sync: () => import('./sync.bench.ts'),
   send: () => import('./send.bench.ts'),
   latency: () => import('./latency.bench.ts'),
+  query: () => import('./query.bench.ts'),
 };
 
 const wanted = process.argv.slice(2);

@@ -219,6 +219,9 @@ describe('the gateway endpoints', () => {
     expect(again.body.lost).toEqual([]);
     expect(again.body.claimable).not.toContain(account.id);
     expect((await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'intruder', held: [account.id] })).body.lost).toEqual([account.id]);
+    // The holder restarted and forgot: it gets its account back at once, nobody else does.
+    expect((await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'gw-http', held: [] })).body.claimable).toContain(account.id);
+    expect((await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'other', held: [] })).body.claimable).not.toContain(account.id);
   });
 
   it('stores no mailbox password in plain text', async () => {

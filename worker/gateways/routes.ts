@@ -104,8 +104,12 @@ export const gatewayRoutes = new Hono<AppEnv>()
         .bind(gateway_id, now + LEASE_TTL_MS, ...part)
         .run();
     }
-    const { results } = await c.env.DB.prepare('SELECT id FROM accounts WHERE lease_expires_ms < ? ORDER BY lease_expires_ms LIMIT 200')
-      .bind(now)
+    // Unheld accounts, and accounts this gateway id holds but did not list: the same gateway
+    // restarted and lost its memory, so it takes them back now instead of waiting for the lease to lapse.
+    const { results } = await c.env.DB.prepare(
+      'SELECT id FROM accounts WHERE lease_expires_ms < ? OR gateway_id = ? ORDER BY lease_expires_ms LIMIT 200',
+    )
+      .bind(now, gateway_id)
       .all<{ id: string }>();
     const heldSet = new Set(held);
     const response: HeartbeatResponse = { lost, claimable: results.map((r) => r.id).filter((id) => !heldSet.has(id)), lease_ttl_ms: LEASE_TTL_MS };

@@ -49,7 +49,11 @@ function collect(child: ChildProcess, log: string[], echo: boolean): void {
 
 const exited = (child: ChildProcess) => (child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => child.once('exit', () => r())));
 
-export async function startService(options: { echo?: boolean } = {}): Promise<Service> {
+/**
+ * `gatewayEnv`: let `npm start` run its own gateway too, with these extra environment variables
+ * (by default the test starts and kills gateways itself).
+ */
+export async function startService(options: { echo?: boolean; gatewayEnv?: Record<string, string> } = {}): Promise<Service> {
   const echo = options.echo ?? process.env.E2E_ECHO === '1';
   const port = await freePort();
   const stateDir = mkdtempSync(join(tmpdir(), 'mailbox-e2e-'));
@@ -64,7 +68,7 @@ export async function startService(options: { echo?: boolean } = {}): Promise<Se
     ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
     PORT: String(port),
     PERSIST_TO: stateDir,
-    START_GATEWAY: '0',
+    ...(options.gatewayEnv ?? { START_GATEWAY: '0' }),
   };
   const workerLog: string[] = [];
   const worker = spawn('npm', ['start'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });

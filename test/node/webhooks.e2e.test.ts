@@ -1,7 +1,8 @@
 // Webhooks end to end: real Postfix → Dovecot → gateway → workerd → queue → a subscriber on loopback.
 import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openImap } from '../mailserver/client.ts';
@@ -23,7 +24,37 @@ let endpoint: { id: string; secret: string };
 let accountId: string;
 
 const user = (name: string) => mail.users.find((u) => u.user === name)!;
-const callsOf = (type: string) => calls.filter((c) => c.json.type === type);
+const callsOf = (type: string, account?: string) => calls.filter((c) => c.json.type === type && (!account || c.json.account_id === account));
+const DAY = 24 * 3600 * 1000;
+
+/**
+ * Changes a user's password on the running server: Dovecot's passwd-file passdb re-reads the file
+ * when its mtime or size changed, at the next login (no auth cache is configured). Passwords of a
+ * different length keep the size check meaningful within the same second.
+ */
+function setPassword(name: string, password: string): void {
+  const file = join(mail.dir, 'dovecot', 'users');
+  const before = readFileSync(file, 'utf8');
+  const after = before.replace(new RegExp(`^(${name}):\\{PLAIN\\}[^:]*:`, 'm'), `$1:{PLAIN}${password}:`);
+  if (after === before) throw new Error(`no passwd-file entry changed for ${name}`);
+  writeFileSync(file, after);
+}
+
+/** APPENDs messages with these arrival times (INTERNALDATE and Date header) to a user's INBOX. */
+async function appendOld(name: string, items: { subject: string; at: Date }[]): Promise<void> {
+  const imap = await openImap(mail.info(), name);
+  try {
+    for (const { subject, at } of items) {
+      const raw = [
+        'From: Old Friend <friend@remote.test>', `To: ${user(name).email}`, `Subject: ${subject}`,
+        `Message-ID: <${subject.replace(/\W+/g, '-')}-${at.getTime()}@remote.test>`, `Date: ${at.toUTCString()}`, '', `sent ${at.toISOString()}`, '',
+      ].join('\r\n');
+      await imap.append('INBOX', raw, ['\\Seen'], at);
+    }
+  } finally {
+    await imap.logout();
+  }
+}
 
 beforeAll(async () => {
   subscriber = createServer((req, res) => {
@@ -40,7 +71,8 @@ beforeAll(async () => {
   subscriberUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/hook`;
   mail = await startMailServer();
   service = await startService();
-  service.startGateway('gw-hooks', { NODE_EXTRA_CA_CERTS: mail.caFile });
+  // A short auth retry: after a refused login the gateway tries again in 2 s (default 5 min).
+  service.startGateway('gw-hooks', { NODE_EXTRA_CA_CERTS: mail.caFile, GATEWAY_AUTH_RETRY_MS: '2000' });
 });
 
 afterEach((ctx) => dumpLogsOnFailure(ctx, service));
@@ -52,7 +84,7 @@ afterAll(async () => {
 });
 
 describe('webhooks end to end', () => {
-  it('delivers every event the product emits, signed, once per event', async () => {
+  it('delivers every event the product emits, signed, once per event', { timeout: 240_000 }, async () => {
     const created = await service.api('POST', '/webhooks/endpoints', {
       url: subscriberUrl,
       description: 'everything',
@@ -60,6 +92,7 @@ describe('webhooks end to end', () => {
         'email.new', 'email.new.bounce', 'email.update', 'email.delete', 'email.draft.new', 'email.draft.delete',
         'email.folder.create', 'email.folder.update', 'email.folder.delete', 'account.add', 'account.reconnect',
         'account.remove', 'account.status.running', 'account.status.errored', 'account.status.disconnected',
+        'tracking.open', 'tracking.click', 'account.initial_sync.running', 'account.initial_sync.completed',
       ],
       headers: [{ key: 'X-Team', value: 'mail' }],
     });
@@ -133,11 +166,78 @@ describe('webhooks end to end', () => {
     const bounceCall = await eventually(() => callsOf('email.new.bounce')[0], { what: 'email.new.bounce' });
     expect(bounceCall.json.data.recipient).toMatch(/@/);
 
-    // status changes
+    // tracking.open and tracking.click: a tracked send, then its pixel and its rewritten link
+    const tracked = await service.api('POST', '/emails', {
+      account_id: accountId,
+      to: [{ identifier: user('carol').email }],
+      subject: 'tracked hook',
+      body: '<html><body><p>see <a href="https://example.org/offer?id=7&amp;src=hook">the offer</a></p></body></html>',
+      tracking_options: { opens: true, clicks: true, label: 'hooks-label' },
+    });
+    expect(tracked.status, JSON.stringify(tracked.body)).toBe(200);
+    const trackingId: string = tracked.body.tracking_id;
+    expect(trackingId).toMatch(/^trk_/);
+    // The Sent copy syncs with the tracking id (the events name it by email_id).
+    const sentCall = await eventually(() => callsOf('email.new').find((c) => c.json.data.tracking_id === trackingId), { what: 'email.new of the tracked Sent copy', timeoutMs: 60_000 });
+    expect(sentCall.json.data).toMatchObject({ origin: 'api', subject: 'tracked hook' });
+    const sent = await service.api('GET', `/emails/${sentCall.json.data.id}`);
+    expect(sent.status).toBe(200);
+    const html = String(sent.body.body);
+    const pixel = /<img src="([^"]+)"/.exec(html)![1]!.replace(/&amp;/g, '&');
+    const link = /<a href="([^"]+)"/.exec(html)![1]!.replace(/&amp;/g, '&');
+    expect(pixel.startsWith(`${service.base}/t/open/${trackingId}?`)).toBe(true);
+    expect(link.startsWith(`${service.base}/t/click/${trackingId}?`)).toBe(true);
+    const opened = await fetch(pixel, { headers: { 'User-Agent': 'HookReader/1.0' } });
+    expect(opened.status).toBe(200);
+    expect(opened.headers.get('content-type')).toBe('image/gif');
+    const openCall = await eventually(() => callsOf('tracking.open')[0], { what: 'tracking.open' });
+    const clicked = await fetch(link, { redirect: 'manual', headers: { 'User-Agent': 'HookClicker/2.0' } });
+    expect(clicked.status).toBe(302);
+    expect(clicked.headers.get('location')).toBe('https://example.org/offer?id=7&src=hook');
+    const clickCall = await eventually(() => callsOf('tracking.click')[0], { what: 'tracking.click' });
+    for (const [call, type] of [[openCall, 'tracking.open'], [clickCall, 'tracking.click']] as const) {
+      expect(call.json).toMatchObject({ object: 'Event', type, account_id: accountId, endpoint_id: endpoint.id });
+      expect(call.json.id).toMatch(/^evt_/);
+      expect(call.headers['webhook-id']).toBe(call.json.id);
+      expect(new Webhook(endpoint.secret).verify(call.body, {
+        'webhook-id': String(call.headers['webhook-id']),
+        'webhook-timestamp': String(call.headers['webhook-timestamp']),
+        'webhook-signature': String(call.headers['webhook-signature']),
+      })).toMatchObject({ id: call.json.id, type });
+    }
+    expect(openCall.json.data).toEqual({ email_id: sentCall.json.data.id, tracking_id: trackingId, user_agent: 'HookReader/1.0', ip: expect.any(String), label: 'hooks-label' });
+    expect(clickCall.json.data).toEqual({
+      email_id: sentCall.json.data.id, tracking_id: trackingId, url: 'https://example.org/offer?id=7&src=hook',
+      user_agent: 'HookClicker/2.0', ip: expect.any(String), label: 'hooks-label',
+    });
+    expect(openCall.json.data.ip).toMatch(/^(127\.0\.0\.1|::1|::ffff:127\.0\.0\.1)$/);
+    expect(clickCall.json.data.ip).toBe(openCall.json.data.ip);
+
+    // status changes: the server goes away (disconnected), comes back refusing the password (errored),
+    // then accepts it again (running).
     await mail.stopDovecot();
     await eventually(() => callsOf('account.status.disconnected').length === 1, { what: 'account.status.disconnected', timeoutMs: 60_000 });
-    await mail.startDovecot();
-    await eventually(() => callsOf('account.status.running').length === 1, { what: 'account.status.running', timeoutMs: 90_000 });
+    setPassword(alice.user, 'a-changed-and-longer-password');
+    try {
+      await mail.startDovecot();
+      const errored = await eventually(() => callsOf('account.status.errored')[0], { what: 'account.status.errored', timeoutMs: 60_000 });
+      expect(errored.json).toMatchObject({ object: 'Event', type: 'account.status.errored', account_id: accountId, endpoint_id: endpoint.id });
+      expect(errored.json.data).toMatchObject({ object: 'Account', id: accountId, status: 'errored' });
+      expect(errored.json.data.last_error).toMatch(/login failed/i);
+      expect(errored.json.data.last_error).not.toContain('a-changed-and-longer-password');
+      expect(callsOf('account.status.running')).toHaveLength(0);
+    } finally {
+      setPassword(alice.user, alice.password);
+    }
+    const running = await eventually(() => callsOf('account.status.running')[0], { what: 'account.status.running', timeoutMs: 90_000 });
+    expect(running.json.data).toMatchObject({ object: 'Account', id: accountId, status: 'running', last_error: null });
+    expect(callsOf('account.status.running')).toHaveLength(1);
+    expect(callsOf('account.status.errored')).toHaveLength(1);
+    expect(callsOf('account.status.disconnected')).toHaveLength(1);
+    // In that order.
+    const at = (c: Call) => calls.indexOf(c);
+    expect(at(callsOf('account.status.disconnected')[0]!)).toBeLessThan(at(callsOf('account.status.errored')[0]!));
+    expect(at(callsOf('account.status.errored')[0]!)).toBeLessThan(at(running));
 
     // reconnect, then remove
     const again = await service.api('POST', '/auth/intent', connect({ account_id: accountId }));
@@ -145,6 +245,37 @@ describe('webhooks end to end', () => {
     await eventually(() => callsOf('account.reconnect').length === 1, { what: 'account.reconnect' });
     await service.api('DELETE', `/accounts/${accountId}`);
     await eventually(() => callsOf('account.remove').length === 1, { what: 'account.remove' });
+
+    // account.initial_sync.running, then .completed: bob connects with a 3-day initial sync over older mail
+    const now = Date.now();
+    await appendOld('bob', [
+      { subject: 'old outside window', at: new Date(now - 10 * DAY) },
+      { subject: 'old two days', at: new Date(now - 2 * DAY) },
+      { subject: 'old one day', at: new Date(now - 1 * DAY) },
+    ]);
+    const bob = user('bob');
+    const bobAccount = await eventually(async () => {
+      const res = await service.api('POST', '/auth/intent', {
+        provider: 'imap', email: bob.email, password: bob.password, imap_user: bob.user,
+        imap_host: mail.host, imap_port: mail.imapPort, imap_encryption: 'SSL',
+        smtp_host: mail.host, smtp_port: mail.smtpPort, smtp_encryption: 'STARTTLS',
+        initial_sync_enable: true, initial_sync_days: 3,
+      });
+      return res.status === 200 ? res.body : null;
+    }, { what: 'connecting bob', timeoutMs: 60_000, intervalMs: 500 });
+    await eventually(() => callsOf('account.add', bobAccount.id).length === 1, { what: "bob's account.add" });
+    const syncCompleted = await eventually(() => callsOf('account.initial_sync.completed', bobAccount.id)[0], { what: 'account.initial_sync.completed', timeoutMs: 60_000 });
+    const syncRunning = callsOf('account.initial_sync.running', bobAccount.id);
+    expect(syncRunning).toHaveLength(1);
+    expect(calls.indexOf(syncRunning[0]!)).toBeLessThan(calls.indexOf(syncCompleted));
+    expect(Date.parse(syncRunning[0]!.json.created_at)).toBeLessThanOrEqual(Date.parse(syncCompleted.json.created_at));
+    for (const [call, state] of [[syncRunning[0]!, 'running'], [syncCompleted, 'completed']] as const) {
+      expect(call.json).toMatchObject({ object: 'Event', type: `account.initial_sync.${state}`, account_id: bobAccount.id, endpoint_id: endpoint.id });
+      expect(call.json.data).toMatchObject({ object: 'Account', id: bobAccount.id, initial_sync: state, initial_sync_enable: true, initial_sync_days: 3 });
+    }
+    // The pulled mail: exactly the two messages inside the window.
+    const pulled = await eventually(() => (callsOf('email.new', bobAccount.id).length >= 2 ? callsOf('email.new', bobAccount.id) : null), { what: "bob's pulled email.new" });
+    expect(pulled.map((c) => c.json.data.subject).sort()).toEqual(['old one day', 'old two days']);
 
     // Once per event id; every call answered 200, so every conversation is delivered.
     const ids = calls.map((c) => c.json.id);

@@ -233,6 +233,8 @@ class Session {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    // Whoever waits on `failed` (the account's run loop) must wake up, or stop() would hang.
+    this.#failed.reject(new Aborted());
     clearTimeout(this.#pollTimer);
     for (const client of this.#clients) client.close();
     this.#clients.clear();

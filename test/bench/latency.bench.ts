@@ -8,6 +8,7 @@
 import { createServer } from 'node:http';
 import { deliver, openImap } from '../mailserver/client.ts';
 import { startMailServer } from '../mailserver/mailserver.ts';
+import { connectMailbox } from '../node/connect.ts';
 import { eventually, startService } from '../node/service.ts';
 
 const COUNT = Number(process.env.BENCH_LATENCY_COUNT ?? 100);
@@ -37,14 +38,7 @@ export async function run(): Promise<void> {
   try {
     const alice = mail.users.find((u) => u.user === 'alice')!;
     service.startGateway('bench-latency', { NODE_EXTRA_CA_CERTS: mail.caFile });
-    const account = await eventually(async () => {
-      const res = await service.api('POST', '/auth/intent', {
-        provider: 'imap', email: alice.email, password: alice.password, imap_user: alice.user,
-        imap_host: mail.host, imap_port: mail.imapPort, imap_encryption: 'SSL',
-        smtp_host: mail.host, smtp_port: mail.smtpPort, smtp_encryption: 'STARTTLS',
-      });
-      return res.status === 200 ? res.body : null;
-    }, { what: 'connecting alice', timeoutMs: 60_000, intervalMs: 500 });
+    const account = await connectMailbox(service, mail.info(), 'alice');
     await service.api('POST', '/webhooks/endpoints', { url: `http://127.0.0.1:${port}/`, trigger_events: ['email.new'], account_ids: [account.id] });
 
     // The floor: a plain client idling on the same INBOX.

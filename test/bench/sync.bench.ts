@@ -6,6 +6,7 @@
  */
 import { startMailServer } from '../mailserver/mailserver.ts';
 import { openImap } from '../mailserver/client.ts';
+import { connectMailbox } from '../node/connect.ts';
 import { eventually, startService } from '../node/service.ts';
 
 const COUNT = Number(process.env.BENCH_SYNC_COUNT ?? 10_000);
@@ -29,16 +30,8 @@ export async function run(): Promise<void> {
   const mail = await startMailServer();
   const service = await startService();
   try {
-    const alice = mail.users.find((u) => u.user === 'alice')!;
     let gateway = service.startGateway('bench-gw', { NODE_EXTRA_CA_CERTS: mail.caFile });
-    const account = await eventually(async () => {
-      const res = await service.api('POST', '/auth/intent', {
-        provider: 'imap', email: alice.email, password: alice.password, imap_user: alice.user,
-        imap_host: mail.host, imap_port: mail.imapPort, imap_encryption: 'SSL',
-        smtp_host: mail.host, smtp_port: mail.smtpPort, smtp_encryption: 'STARTTLS',
-      });
-      return res.status === 200 ? res.body : null;
-    }, { what: 'connecting alice', timeoutMs: 60_000, intervalMs: 500 });
+    const account = await connectMailbox(service, mail.info(), 'alice');
     await gateway.kill('SIGTERM');
 
     // Fill the mailbox through IMAP APPEND (pipelined): it is the new mail the sync must catch up on.

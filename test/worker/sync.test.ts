@@ -2,6 +2,7 @@
 import { runDurableObjectAlarm } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
+import { newId } from '../../worker/lib/ids.ts';
 import { api, expectError } from './helpers.ts';
 import { createSyncedAccount, folder, gatewayCall, messageIn, outbox, rawMessage, STANDARD_FOLDERS } from './sync-helpers.ts';
 
@@ -60,7 +61,7 @@ describe('applying changes', () => {
     expect(single.body).toMatchObject({ object: 'Email', id: file.id, is_unread: false, is_complete: true });
     expect(single.body.from_attendee).toEqual({ identifier: 'bob@example.test', display_name: 'Bob Sender', identifier_type: 'EMAIL_ADDRESS' });
     expect(single.body.headers.find((h: any) => h.name.toLowerCase() === 'subject').value).toBe('with file');
-    expectError(await api('GET', `/${account.id.replace(/.$/, '0')}/emails/${file.id}`), 404, 'not_found');
+    expectError(await api('GET', `/${newId('account')}/emails/${file.id}`), 404, 'not_found');
   });
 
   it('follows flags, moves and expunges from another client', async () => {

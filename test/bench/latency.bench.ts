@@ -37,7 +37,8 @@ export async function run(): Promise<void> {
   const port = (subscriber.address() as { port: number }).port;
   try {
     const alice = mail.users.find((u) => u.user === 'alice')!;
-    service.startGateway('bench-latency', { NODE_EXTRA_CA_CERTS: mail.caFile });
+    // Debug logging: the gateway logs, per relayed pass, the time from IDLE notification to the Worker's acknowledgement.
+    const gateway = service.startGateway('bench-latency', { NODE_EXTRA_CA_CERTS: mail.caFile, GATEWAY_LOG_LEVEL: 'debug' });
     const account = await connectMailbox(service, mail.info(), 'alice');
     await service.api('POST', '/webhooks/endpoints', { url: `http://127.0.0.1:${port}/`, trigger_events: ['email.new'], account_ids: [account.id] });
 
@@ -66,6 +67,15 @@ export async function run(): Promise<void> {
     console.log(summary('Postfix accepted -> subscriber got signed email.new', endToEnd));
     console.log(summary('Postfix accepted -> plain IDLE client notified (floor)', floor));
     console.log(summary('our share (difference)                              ', ours));
+    const relayed = gateway.log.flatMap((line) => {
+      try {
+        const entry = JSON.parse(line) as { msg?: string; path?: string; since_notify_ms?: number };
+        return entry.msg === 'relayed new mail' && entry.path === 'INBOX' && typeof entry.since_notify_ms === 'number' ? [entry.since_notify_ms] : [];
+      } catch {
+        return [];
+      }
+    });
+    if (relayed.length) console.log(summary("gateway's IDLE notification -> change in the outbox", relayed));
   } finally {
     subscriber.close();
     await service.stop();

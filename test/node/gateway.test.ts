@@ -247,8 +247,7 @@ describe('sync', () => {
         `gateway log, notification -> acknowledged: ${relayLatencies(gateway).at(-1)} ms (SMTP submit -> change: ${(message.at - before).toFixed(1)} ms)`,
     );
     expect(message.path).toBe('INBOX');
-    expect(message.at - notified).toBeLessThan(100);
-    expect(message.at - delivered).toBeLessThan(1_500);
+    // Timings are printed, not asserted: the latency targets live in `npm run bench latency`.
     expect(message.flags).toEqual([]);
     expect(message.size).toBe(Buffer.from(message.raw, 'base64').length);
     expect(worker.accounts.get(ACC)!.cursors.get('INBOX')!.last_uid).toBe(message.uid);
@@ -277,8 +276,7 @@ describe('sync', () => {
       `[latency] ${delays.length} back-to-back deliveries: deliver() -> change p50 ${total.p50.toFixed(1)} ms, max ${total.max.toFixed(1)} ms; ` +
         `gateway log, notification -> acknowledged p50 ${logged.p50} ms, max ${logged.max} ms (last ${passes.length} passes)`,
     );
-    expect(logged.max).toBeLessThan(100);
-    expect(total.max).toBeLessThan(2_000);
+    // Timings are printed, not asserted: the latency targets live in `npm run bench latency`.
     // Each message exactly once.
     const uids = messagesOf(ACC, 'INBOX').map((m) => m.uid);
     expect(new Set(uids).size).toBe(uids.length);

@@ -64,6 +64,23 @@ describe('applying changes', () => {
     expectError(await api('GET', `/${newId('account')}/emails/${file.id}`), 404, 'not_found');
   });
 
+  it('names the answered email in the in_reply_to of email.new, within a batch and across batches', async () => {
+    const account = await leased();
+    const parent = rawMessage({ subject: 'question', messageId: '<q-1@example.test>' });
+    const reply = rawMessage({ subject: 'Re: question', messageId: '<a-1@example.test>', inReplyTo: '<q-1@example.test>', references: '<q-1@example.test>' });
+    const late = rawMessage({ subject: 'Re: question', messageId: '<a-2@example.test>', inReplyTo: '<a-1@example.test>' });
+    await account.stub.applyChanges(account.gateway, [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(1, parent), messageIn(2, reply)] }]);
+    await account.stub.applyChanges(account.gateway, [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(3, late)] }]);
+    const news = (await outbox(account.id)).filter((e) => e.type === 'email.new').map((e) => e.data);
+    const byMid = Object.fromEntries(news.map((e: any) => [e.message_id, e]));
+    expect(byMid['<q-1@example.test>'].in_reply_to).toBeNull();
+    expect(byMid['<a-1@example.test>'].in_reply_to).toEqual({ message_id: '<q-1@example.test>', id: byMid['<q-1@example.test>'].id });
+    expect(byMid['<a-2@example.test>'].in_reply_to).toEqual({ message_id: '<a-1@example.test>', id: byMid['<a-1@example.test>'].id });
+    // The event says what the API says.
+    const listed = (await list(`account_id=${account.id}`)).data.find((e: any) => e.message_id === '<a-2@example.test>');
+    expect(listed.in_reply_to).toEqual(byMid['<a-2@example.test>'].in_reply_to);
+  });
+
   it('follows flags, moves and expunges from another client', async () => {
     const account = await leased();
     const raw = rawMessage({ subject: 'movable' });

@@ -241,6 +241,8 @@ export class ChangeApplier {
     const withIdentity = await Promise.all(parsed.map(async (p) => ({ ...p, identity: await identityOf(p.message, p.parsed) })));
     const existing = await this.emailsByIdentity(withIdentity.map((p) => p.identity));
     const outgoing = await outgoingByMessageId(this.db, this.account.accountId, withIdentity.flatMap((p) => p.parsed.message_id ?? []));
+    // What the new emails answer, for `in_reply_to.id` in their events (emails of this batch join as they are made).
+    const repliedTo = await this.emailIdsByMessageId(withIdentity.flatMap((p) => p.parsed.in_reply_to ?? []));
     const now = isoNow();
     const adoptedFlags = new Map<string, ReturnType<typeof flagState>>();
     const threader = new Threader(this.db, this.account.accountId);
@@ -264,6 +266,7 @@ export class ChangeApplier {
       const row = await this.newEmailRow(mail, message, identity, folder, flags, threader, now, result);
       Object.assign(row, outgoingFields(row, outgoing.get(row.message_id ?? '')));
       existing.set(identity, row);
+      if (row.message_id && !repliedTo.has(row.message_id)) repliedTo.set(row.message_id, row.id);
       const attachments = this.attachmentRows(row, mail, result);
       result.statements.push(insertEmail(this.db, row));
       result.statements.push(...threader.record(row.id, row.thread_id, threadedMessage(mail, row.date_ms, message.gm_thrid)));
@@ -284,7 +287,8 @@ export class ChangeApplier {
       for (const a of attachments) result.statements.push(insertAttachment(this.db, a));
       this.participantStatements(row, mail, result);
 
-      const record: EmailRecord = { row, folder_ids: [folder.id], attachments, in_reply_to_id: null, bodies: undefined };
+      const inReplyToId = row.in_reply_to ? (repliedTo.get(row.in_reply_to) ?? null) : null;
+      const record: EmailRecord = { row, folder_ids: [folder.id], attachments, in_reply_to_id: inReplyToId, bodies: undefined };
       const data = emailEventData(record, mail);
       this.event(result, row.is_draft ? 'email.draft.new' : 'email.new', data);
       if (mail.bounce) {
@@ -546,6 +550,19 @@ export class ChangeApplier {
         .bind(exceptFolderId, ...part)
         .all<{ email_id: string; folder_id: string }>();
       for (const r of results) out.set(r.email_id, [...(out.get(r.email_id) ?? []), r.folder_id]);
+    }
+    return out;
+  }
+
+  /** Ids of this account's emails by Message-ID (the earliest one when several share it). */
+  private async emailIdsByMessageId(messageIds: string[]): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    for (const part of chunks([...new Set(messageIds)])) {
+      const { results } = await this.db
+        .prepare(`SELECT id, message_id FROM emails WHERE account_id = ? AND message_id IN (${placeholders(part.length)}) ORDER BY date_ms DESC`)
+        .bind(this.account.accountId, ...part)
+        .all<{ id: string; message_id: string }>();
+      for (const r of results) out.set(r.message_id, r.id);
     }
     return out;
   }

@@ -3,6 +3,7 @@ import { runDurableObjectAlarm } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { newId } from '../../worker/lib/ids.ts';
+import { d1Batches } from '../../worker/durable/account-object.ts';
 import { api, expectError } from './helpers.ts';
 import { createSyncedAccount, folder, gatewayCall, messageIn, outbox, rawMessage, STANDARD_FOLDERS } from './sync-helpers.ts';
 
@@ -261,3 +262,19 @@ function exports() {
     },
   };
 }
+
+describe('cutting a large change into D1 batches', () => {
+  const fake = (n: number) => Array.from({ length: n }, (_, i) => ({ i }) as unknown as D1PreparedStatement);
+
+  it('keeps a small change in one transaction', () => {
+    expect(d1Batches({ statements: fake(10), unitEnds: [5, 10] }).map((b) => b.length)).toEqual([10]);
+  });
+
+  it('cuts only where a message ends, and never splits a message even when it is huge', () => {
+    const ends = Array.from({ length: 30 }, (_, i) => (i + 1) * 30);
+    const batches = d1Batches({ statements: fake(900), unitEnds: ends });
+    expect(batches.map((b) => b.length)).toEqual([390, 390, 120]);
+    const huge = d1Batches({ statements: fake(700), unitEnds: [600, 700] });
+    expect(huge.map((b) => b.length)).toEqual([600, 100]);
+  });
+});

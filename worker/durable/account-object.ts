@@ -273,9 +273,7 @@ export class AccountObject extends DurableObject<Env> {
   /** R2 first, then one D1 batch, then orphan bookkeeping, then the events go to the queue. */
   private async commit(result: ChangeResult): Promise<void> {
     await Promise.all(result.blobs.map((b) => this.env.BLOBS.put(b.key, b.body, { httpMetadata: { contentType: b.contentType } })));
-    for (let i = 0; i < result.statements.length; i += 500) {
-      await this.env.DB.batch(result.statements.slice(i, i + 500));
-    }
+    for (const batch of d1Batches(result)) await this.env.DB.batch(batch);
     for (const id of result.adopted) this.sql.exec('DELETE FROM orphans WHERE email_id = ?', id);
     if (result.orphans.length) {
       const due = Date.now() + ORPHAN_GRACE_MS;
@@ -410,6 +408,27 @@ export class AccountObject extends DurableObject<Env> {
 const latestOtherEmail = (column: 'e.date_ms' | 'e.date') =>
   `SELECT ${column} FROM email_participants p JOIN emails e ON e.id = p.email_id
    WHERE p.account_id = contacts.account_id AND p.address = contacts.identifier AND e.id != ? ORDER BY e.date_ms DESC LIMIT 1`;
+
+/** Statements per D1 batch (one transaction) before a change is split, at unit ends only. */
+const MAX_BATCH_STATEMENTS = 400;
+
+/** The statements of a change as D1 batches: whole when small, else cut only where a unit ends. */
+export function d1Batches(result: Pick<ChangeResult, 'statements' | 'unitEnds'>): D1PreparedStatement[][] {
+  const { statements, unitEnds } = result;
+  const out: D1PreparedStatement[][] = [];
+  let start = 0;
+  while (start < statements.length) {
+    let end = statements.length;
+    if (end - start > MAX_BATCH_STATEMENTS) {
+      const fits = unitEnds.filter((e) => e > start && e <= start + MAX_BATCH_STATEMENTS);
+      // The last unit end that fits; a single unit bigger than the limit still goes whole.
+      end = fits.length ? fits[fits.length - 1]! : (unitEnds.find((e) => e > start) ?? statements.length);
+    }
+    out.push(statements.slice(start, end));
+    start = end;
+  }
+  return out;
+}
 
 /** Delete an account's rows (in chunks, so no single statement grows with the mailbox) and its blobs. */
 export async function purgeAccountData(env: Env, accountId: string): Promise<void> {

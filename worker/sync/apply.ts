@@ -49,12 +49,20 @@ export interface ChangeResult {
   orphans: string[];
   /** Emails that reappeared: no longer orphans. */
   adopted: string[];
+  /**
+   * Indexes into `statements` where a unit (one message or one email with its event) ends. A change
+   * too big for one D1 batch is only ever cut there, so no message is half written with its event
+   * missing: a retry skips the committed ones and writes the rest whole.
+   */
+  unitEnds: number[];
 }
 
 /** Bodies larger than this (HTML + text) go to R2; the row keeps a pointer. */
 const INLINE_BODY_LIMIT = 256 * 1024;
 
-const emptyResult = (): ChangeResult => ({ statements: [], events: [], blobs: [], orphans: [], adopted: [] });
+const emptyResult = (): ChangeResult => ({ statements: [], events: [], blobs: [], orphans: [], adopted: [], unitEnds: [] });
+
+const endUnit = (result: ChangeResult): void => void result.unitEnds.push(result.statements.length);
 
 export class ChangeApplier {
   private readonly env: Env;
@@ -259,6 +267,7 @@ export class ChangeApplier {
         );
         result.adopted.push(present.id);
         adoptedFlags.set(present.id, flags);
+        endUnit(result);
         continue;
       }
       if (!initial && cursor.resync && Date.parse(message.internal_date) < this.account.connectedAtMs) continue;
@@ -301,6 +310,7 @@ export class ChangeApplier {
           diagnostic: mail.bounce.diagnostic,
         });
       }
+      endUnit(result);
     }
 
     // Emails that gained a folder: new role, flags from this copy, one email.update each.
@@ -527,6 +537,7 @@ export class ChangeApplier {
       );
       const updated: EmailRecord = { ...record, row: { ...row, role, unread, starred, updated_at: now }, folder_ids: folderIds };
       this.event(result, 'email.update', emailEventData(updated));
+      endUnit(result);
     }
   }
 

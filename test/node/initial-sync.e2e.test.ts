@@ -4,6 +4,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openImap } from '../mailserver/client.ts';
 import { startMailServer, type MailServer } from '../mailserver/mailserver.ts';
+import { mailboxIntent } from './connect.ts';
 import { dumpLogsOnFailure, eventually, startService, type GatewayProcess, type Service } from './service.ts';
 
 const DAY = 24 * 3600 * 1000;
@@ -15,23 +16,7 @@ let gateway: GatewayProcess;
 
 const user = (name: string) => mail.users.find((u) => u.user === name)!;
 
-function intent(name: string, days: number) {
-  const u = user(name);
-  return {
-    provider: 'imap',
-    email: u.email,
-    password: u.password,
-    imap_host: mail.host,
-    imap_port: mail.imapPort,
-    imap_encryption: 'SSL',
-    smtp_host: mail.host,
-    smtp_port: mail.smtpPort,
-    smtp_encryption: 'STARTTLS',
-    imap_user: u.user,
-    initial_sync_enable: true,
-    initial_sync_days: days,
-  };
-}
+const intent = (name: string, days: number) => mailboxIntent(mail.info(), name, { initial_sync_enable: true, initial_sync_days: days });
 
 /** APPENDs messages with these arrival times (INTERNALDATE, and a matching Date header), oldest first. */
 async function appendOld(name: string, folder: string, items: { subject: string; at: Date }[]): Promise<void> {

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openImap } from '../mailserver/client.ts';
 import { startMailServer, type MailServer } from '../mailserver/mailserver.ts';
+import { mailboxIntent } from './connect.ts';
 import { dumpLogsOnFailure, eventually, startService, type GatewayProcess, type Service } from './service.ts';
 
 let mail: MailServer;
@@ -12,22 +13,7 @@ let alice: { id: string };
 
 const user = (name: string) => mail.users.find((u) => u.user === name)!;
 
-function intent(name: string, overrides: Record<string, unknown> = {}) {
-  const u = user(name);
-  return {
-    provider: 'imap',
-    email: u.email,
-    password: u.password,
-    imap_host: mail.host,
-    imap_port: mail.imapPort,
-    imap_encryption: 'SSL',
-    smtp_host: mail.host,
-    smtp_port: mail.smtpPort,
-    smtp_encryption: 'STARTTLS',
-    imap_user: u.user,
-    ...overrides,
-  };
-}
+const intent = (name: string, overrides: Record<string, unknown> = {}) => mailboxIntent(mail.info(), name, overrides);
 
 async function listAll(accountId: string): Promise<any[]> {
   const out: any[] = [];

@@ -7,6 +7,7 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openImap } from '../mailserver/client.ts';
 import { startMailServer, type MailServer } from '../mailserver/mailserver.ts';
+import { mailboxIntent } from './connect.ts';
 import { dumpLogsOnFailure, eventually, startService, type Service } from './service.ts';
 
 interface Call {
@@ -99,11 +100,7 @@ describe('webhooks end to end', () => {
     expect(created.status, JSON.stringify(created.body)).toBe(200);
     endpoint = created.body;
     const alice = user('alice');
-    const connect = (extra: Record<string, unknown> = {}) => ({
-      provider: 'imap', email: alice.email, password: alice.password, imap_user: alice.user,
-      imap_host: mail.host, imap_port: mail.imapPort, imap_encryption: 'SSL',
-      smtp_host: mail.host, smtp_port: mail.smtpPort, smtp_encryption: 'STARTTLS', ...extra,
-    });
+    const connect = (extra: Record<string, unknown> = {}) => mailboxIntent(mail.info(), 'alice', extra);
     const account = await eventually(async () => {
       const res = await service.api('POST', '/auth/intent', connect());
       return res.status === 200 ? res.body : null;
@@ -253,14 +250,8 @@ describe('webhooks end to end', () => {
       { subject: 'old two days', at: new Date(now - 2 * DAY) },
       { subject: 'old one day', at: new Date(now - 1 * DAY) },
     ]);
-    const bob = user('bob');
     const bobAccount = await eventually(async () => {
-      const res = await service.api('POST', '/auth/intent', {
-        provider: 'imap', email: bob.email, password: bob.password, imap_user: bob.user,
-        imap_host: mail.host, imap_port: mail.imapPort, imap_encryption: 'SSL',
-        smtp_host: mail.host, smtp_port: mail.smtpPort, smtp_encryption: 'STARTTLS',
-        initial_sync_enable: true, initial_sync_days: 3,
-      });
+      const res = await service.api('POST', '/auth/intent', mailboxIntent(mail.info(), 'bob', { initial_sync_enable: true, initial_sync_days: 3 }));
       return res.status === 200 ? res.body : null;
     }, { what: 'connecting bob', timeoutMs: 60_000, intervalMs: 500 });
     await eventually(() => callsOf('account.add', bobAccount.id).length === 1, { what: "bob's account.add" });

@@ -3,9 +3,9 @@
 // window's mail may enter, newest first in pages, while new mail keeps arriving.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openImap } from '../mailserver/client.ts';
-import { startMailServer, type MailServer } from '../mailserver/mailserver.ts';
+import type { MailServer } from '../mailserver/mailserver.ts';
 import { mailboxIntent } from './connect.ts';
-import { dumpLogsOnFailure, eventually, startService, type GatewayProcess, type Service } from './service.ts';
+import { dumpLogsOnFailure, eventually, startEndToEnd, stopEndToEnd, type GatewayProcess, type Service } from './service.ts';
 
 const DAY = 24 * 3600 * 1000;
 const HOUR = 3600 * 1000;
@@ -70,18 +70,12 @@ const completed = (accountId: string, timeoutMs = 60_000) =>
   eventually(async () => (await service.api('GET', `/accounts/${accountId}`)).body.initial_sync === 'completed', { what: 'initial sync completed', timeoutMs, intervalMs: 250 });
 
 beforeAll(async () => {
-  mail = await startMailServer();
-  service = await startService();
-  gateway = service.startGateway('gw-initial', { NODE_EXTRA_CA_CERTS: mail.caFile });
-  await eventually(async () => (await service.api('GET', '/accounts')).status === 200, { what: 'the API' });
+  ({ mail, service, gateway } = await startEndToEnd('gw-initial'));
 });
 
 afterEach((ctx) => dumpLogsOnFailure(ctx, service));
 
-afterAll(async () => {
-  await service?.stop();
-  await mail?.stop();
-});
+afterAll(() => stopEndToEnd({ mail, service }));
 
 describe('initial sync', () => {
   it('pulls exactly the last 7 days of mail, while new mail keeps arriving', { timeout: 180_000 }, async () => {

@@ -3,9 +3,9 @@
 import type { ImapFlow } from 'imapflow';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openImap } from '../mailserver/client.ts';
-import { startMailServer, type MailServer } from '../mailserver/mailserver.ts';
+import type { MailServer } from '../mailserver/mailserver.ts';
 import { connectMailbox } from './connect.ts';
-import { dumpLogsOnFailure, eventually, startService, type GatewayProcess, type Service } from './service.ts';
+import { dumpLogsOnFailure, eventually, startEndToEnd, stopEndToEnd, type GatewayProcess, type Service } from './service.ts';
 
 let mail: MailServer;
 let service: Service;
@@ -76,9 +76,7 @@ const emailBySubject = (subject: string, filter = '') =>
   eventually(async () => (await service.api('GET', `/emails?account_id=${alice.id}&subject=${encodeURIComponent(subject)}${filter}`)).body.data[0], { what: `email "${subject}" in the API`, timeoutMs: 30_000, intervalMs: 200 });
 
 beforeAll(async () => {
-  mail = await startMailServer();
-  service = await startService();
-  gateway = service.startGateway('gw-send', { NODE_EXTRA_CA_CERTS: mail.caFile });
+  ({ mail, service, gateway } = await startEndToEnd('gw-send'));
   alice = await connectMailbox(service, mail.info(), 'alice', { display_name: 'Alice Example' });
   bobImap = await openImap(mail.info(), 'bob');
   aliceImap = await openImap(mail.info(), 'alice');
@@ -89,8 +87,7 @@ afterEach((ctx) => dumpLogsOnFailure(ctx, service));
 afterAll(async () => {
   await bobImap?.logout().catch(() => undefined);
   await aliceImap?.logout().catch(() => undefined);
-  await service?.stop();
-  await mail?.stop();
+  await stopEndToEnd({ mail, service });
 });
 
 describe('sending', () => {

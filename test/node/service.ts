@@ -10,6 +10,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
+import { startMailServer, type MailServer } from '../mailserver/mailserver.ts';
 import { freePort, waitForHttp } from './helpers.ts';
 
 export interface Service {
@@ -167,4 +168,23 @@ export function dumpLogsOnFailure(ctx: { task: { result?: { state?: string } } }
   if (ctx.task.result?.state !== 'fail' || !service) return;
   console.error(`--- worker log (tail) ---\n${service.workerLog.slice(-60).join('\n')}`);
   for (const [i, g] of service.gateways.entries()) console.error(`--- gateway ${i} log (tail) ---\n${g.log.slice(-40).join('\n')}`);
+}
+
+export interface EndToEnd {
+  mail: MailServer;
+  service: Service;
+  gateway: GatewayProcess;
+}
+
+/** The usual end-to-end setup: a private Dovecot + Postfix, `npm start`, and one gateway trusting the mail server's CA. */
+export async function startEndToEnd(gatewayId: string, gatewayEnv: Record<string, string> = {}): Promise<EndToEnd> {
+  const mail = await startMailServer();
+  const service = await startService();
+  const gateway = service.startGateway(gatewayId, { NODE_EXTRA_CA_CERTS: mail.caFile, ...gatewayEnv });
+  return { mail, service, gateway };
+}
+
+export async function stopEndToEnd(parts: Partial<EndToEnd>): Promise<void> {
+  await parts.service?.stop();
+  await parts.mail?.stop();
 }

@@ -2,9 +2,9 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openImap } from '../mailserver/client.ts';
-import { startMailServer, type MailServer } from '../mailserver/mailserver.ts';
+import type { MailServer } from '../mailserver/mailserver.ts';
 import { mailboxIntent } from './connect.ts';
-import { dumpLogsOnFailure, eventually, startService, type GatewayProcess, type Service } from './service.ts';
+import { dumpLogsOnFailure, eventually, startEndToEnd, stopEndToEnd, type GatewayProcess, type Service } from './service.ts';
 
 let mail: MailServer;
 let service: Service;
@@ -27,19 +27,12 @@ async function listAll(accountId: string): Promise<any[]> {
 }
 
 beforeAll(async () => {
-  mail = await startMailServer();
-  service = await startService();
-  gateway = service.startGateway('gw-main', { NODE_EXTRA_CA_CERTS: mail.caFile });
-  // The gateway's control socket is up once a connect succeeds; retry until it is.
-  await eventually(async () => (await service.api('GET', '/accounts')).status === 200, { what: 'the API' });
+  ({ mail, service, gateway } = await startEndToEnd('gw-main'));
 });
 
 afterEach((ctx) => dumpLogsOnFailure(ctx, service));
 
-afterAll(async () => {
-  await service?.stop();
-  await mail?.stop();
-});
+afterAll(() => stopEndToEnd({ mail, service }));
 
 describe('connecting a mailbox', () => {
   it('refuses a wrong password with 401 and leaves no account', async () => {

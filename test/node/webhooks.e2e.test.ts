@@ -6,9 +6,9 @@ import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openImap } from '../mailserver/client.ts';
-import { startMailServer, type MailServer } from '../mailserver/mailserver.ts';
+import type { MailServer } from '../mailserver/mailserver.ts';
 import { mailboxIntent } from './connect.ts';
-import { dumpLogsOnFailure, eventually, startService, type Service } from './service.ts';
+import { dumpLogsOnFailure, eventually, startEndToEnd, stopEndToEnd, type Service } from './service.ts';
 
 interface Call {
   headers: IncomingHttpHeaders;
@@ -70,17 +70,14 @@ beforeAll(async () => {
   await new Promise<void>((r) => subscriber.listen(0, '127.0.0.1', () => r()));
   const address = subscriber.address();
   subscriberUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/hook`;
-  mail = await startMailServer();
-  service = await startService();
   // A short auth retry: after a refused login the gateway tries again in 2 s (default 5 min).
-  service.startGateway('gw-hooks', { NODE_EXTRA_CA_CERTS: mail.caFile, GATEWAY_AUTH_RETRY_MS: '2000' });
+  ({ mail, service } = await startEndToEnd('gw-hooks', { GATEWAY_AUTH_RETRY_MS: '2000' }));
 });
 
 afterEach((ctx) => dumpLogsOnFailure(ctx, service));
 
 afterAll(async () => {
-  await service?.stop();
-  await mail?.stop();
+  await stopEndToEnd({ mail, service });
   subscriber?.close();
 });
 

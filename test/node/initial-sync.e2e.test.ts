@@ -40,16 +40,7 @@ async function appendOld(name: string, folder: string, items: { subject: string;
   }
 }
 
-async function listAll(accountId: string): Promise<any[]> {
-  const out: any[] = [];
-  let cursor: string | null = null;
-  do {
-    const res: { body: any } = await service.api('GET', `/emails?account_id=${accountId}&limit=250${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
-    out.push(...res.body.data);
-    cursor = res.body.cursor;
-  } while (cursor);
-  return out;
-}
+const listAll = (accountId: string) => service.listEmails(accountId);
 
 async function connect(name: string, days: number): Promise<{ id: string; initial_sync: string }> {
   const res = await eventually(

@@ -26,6 +26,8 @@ export interface Service {
   startGateway(id?: string, env?: Record<string, string>): GatewayProcess;
   /** Call the API with the admin key. */
   api<T = any>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
+  /** Every email of an account through GET /emails, following the cursor (pages of 250). */
+  listEmails(accountId: string): Promise<any[]>;
   /** Run a read-only query on the local D1 database file. */
   query<T = Record<string, unknown>>(sql: string, ...params: (string | number)[]): T[];
   stop(): Promise<void>;
@@ -121,6 +123,16 @@ export async function startService(options: { echo?: boolean; gatewayEnv?: Recor
         // keep text
       }
       return { status: response.status, body: parsed as any };
+    },
+    async listEmails(accountId) {
+      const out: any[] = [];
+      let cursor: string | null = null;
+      do {
+        const res: { body: any } = await service.api('GET', `/emails?account_id=${accountId}&limit=250${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+        out.push(...res.body.data);
+        cursor = res.body.cursor;
+      } while (cursor);
+      return out;
     },
     query(sql, ...params) {
       if (!db) {

@@ -15,16 +15,7 @@ const user = (name: string) => mail.users.find((u) => u.user === name)!;
 
 const intent = (name: string, overrides: Record<string, unknown> = {}) => mailboxIntent(mail.info(), name, overrides);
 
-async function listAll(accountId: string): Promise<any[]> {
-  const out: any[] = [];
-  let cursor: string | null = null;
-  do {
-    const res: { body: any } = await service.api('GET', `/emails?account_id=${accountId}&limit=250${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
-    out.push(...res.body.data);
-    cursor = res.body.cursor;
-  } while (cursor);
-  return out;
-}
+const listAll = (accountId: string) => service.listEmails(accountId);
 
 beforeAll(async () => {
   ({ mail, service, gateway } = await startEndToEnd('gw-main'));

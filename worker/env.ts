@@ -8,6 +8,8 @@ export interface Env {
   ACCOUNTS: DurableObjectNamespace<AccountObject>;
   GATEWAYS: DurableObjectNamespace<GatewayObject>;
   WEBHOOKS: Queue<WebhookQueueMessage>;
+  /** Requests per API key (wrangler.toml `[[ratelimits]]`); absent means unlimited. */
+  API_RATE_LIMIT?: RateLimit;
   /** Accepted as an API key; how the first key is made. */
   ADMIN_API_KEY?: string;
   /** base64 of 32 random bytes: AES-256-GCM key for secrets at rest. */

@@ -109,3 +109,22 @@ describe('API keys and authentication', () => {
     expect(last.body.has_more).toBe(false);
   });
 });
+
+describe('rate limiting per API key', () => {
+  it('answers 429 rate_limited with Retry-After once a key exceeds its budget, for that key only', async () => {
+    const busy = (await api('POST', '/api-keys', { body: { name: 'busy' } })).body.key as string;
+    const calm = (await api('POST', '/api-keys', { body: { name: 'calm' } })).body.key as string;
+    let limited: Awaited<ReturnType<typeof api>> | null = null;
+    for (let i = 0; i < 40 && !limited; i++) {
+      const res = await api('GET', '/api-keys?limit=1', { key: busy });
+      if (res.status === 429) limited = res;
+      else expect(res.status).toBe(200);
+    }
+    expect(limited).not.toBeNull();
+    const error = expectError(limited!, 429, 'rate_limited');
+    expect(error.detail).toMatch(/Retry-After/);
+    expect(Number(limited!.headers.get('Retry-After'))).toBeGreaterThan(0);
+    expect((await api('GET', '/api-keys?limit=1', { key: calm })).status).toBe(200);
+    expect((await api('GET', '/api-keys?limit=1')).status).toBe(200); // the admin key is the operator's
+  });
+});

@@ -23,6 +23,8 @@ export default defineProject({
     cloudflareTest(async () => ({
       wrangler: { configPath: `${root}/wrangler.toml` },
       miniflare: {
+        // A small per-key limit, so a test can reach it (wrangler.toml has the production value).
+        ratelimits: { API_RATE_LIMIT: { namespace_id: '1001', simple: { limit: 30, period: 60 } } },
         bindings: {
           ADMIN_API_KEY: 'test-admin-key',
           CREDENTIALS_KEY: 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=',

@@ -1,7 +1,8 @@
 /**
  * X-API-KEY authentication. Keys are stored only as SHA-256 hashes and compared in constant time;
  * the ADMIN_API_KEY secret is accepted too (that is how the first key is made). `last_used_at` is
- * written at most once a minute per key, in the background, never on the request's path.
+ * written at most once a minute per key, in the background, never on the request's path. Each key
+ * (not the admin key, the operator's own) is rate limited by the API_RATE_LIMIT binding.
  */
 import type { MiddlewareHandler } from 'hono';
 import type { AppEnv } from '../app.ts';
@@ -10,6 +11,8 @@ import { constantTimeEqual, sha256Hex } from './crypto.ts';
 import { isoNow } from './time.ts';
 
 const LAST_USED_RESOLUTION_MS = 60_000;
+/** The window of the API_RATE_LIMIT binding (wrangler.toml): the longest a limited client waits. */
+const RATE_LIMIT_PERIOD_SECONDS = 60;
 
 export const API_KEY_PREFIX = 'mbx_';
 
@@ -35,6 +38,12 @@ export const requireApiKey: MiddlewareHandler<AppEnv> = async (c, next) => {
     throw new ApiError('unauthorized', 'The API key is not valid or has been revoked.');
   }
   c.set('apiKeyId', row.id);
+
+  if (c.env.API_RATE_LIMIT && !(await c.env.API_RATE_LIMIT.limit({ key: row.id })).success) {
+    throw new ApiError('rate_limited', 'Too many requests with this API key; slow down and retry after the time in Retry-After.', {
+      'Retry-After': String(RATE_LIMIT_PERIOD_SECONDS),
+    });
+  }
 
   const lastUsed = row.last_used_at ? Date.parse(row.last_used_at) : 0;
   if (Date.now() - lastUsed > LAST_USED_RESOLUTION_MS) {

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { normalizeSubject } from '../../worker/threads/threader.ts';
 import { api, expectError } from './helpers.ts';
 import { listEmails, minute, readAccount, subjects } from './read-helpers.ts';
-import { messageIn, rawMessage } from './sync-helpers.ts';
+import { messageIn, outbox, rawMessage } from './sync-helpers.ts';
 
 const byId = async (accountId: string) => new Map((await listEmails(`account_id=${accountId}&limit=250`)).data.map((e: any) => [e.subject, e]));
 const thread = (accountId: string, emailId: string, query = '') => api('GET', `/${accountId}/emails/${emailId}/thread${query}`);
@@ -118,6 +118,9 @@ describe('threading', () => {
     e = await byId(a.id);
     for (const s of ['second', 'answer to second', 'links both']) expect(e.get(s).thread_id, s).toBe(earlier);
     expect((await thread(a.id, e.get('second').id)).body.data.map((m: any) => m.subject)).toEqual(['first', 'second', 'answer to second', 'links both']);
+    // Subscribers hear of the emails that changed conversation.
+    const moved = (await outbox(a.id)).filter((ev) => ev.type === 'email.update').map((ev) => [ev.data.subject, ev.data.thread_id]);
+    expect(moved.sort()).toEqual([['answer to second', earlier], ['second', earlier]]);
   });
 
   it('falls back to the subject only for replies without threading headers, within 30 days', async () => {

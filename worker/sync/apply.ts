@@ -57,6 +57,9 @@ export interface ChangeResult {
   unitEnds: number[];
 }
 
+/** At most this many email.update events for one thread merge (a runaway merge stays bounded). */
+const MAX_MERGE_EVENTS = 500;
+
 /** Bodies larger than this (HTML + text) go to R2; the row keeps a pointer. */
 const INLINE_BODY_LIMIT = 256 * 1024;
 
@@ -334,6 +337,7 @@ export class ChangeApplier {
     const isDraft = flags.draft || folder.role === 'DRAFTS';
     const thread = await threader.assign(threadedMessage(mail, dateMs, message.gm_thrid));
     result.statements.push(...thread.statements);
+    if (thread.merged.length) await this.threadMergeEvents(result, thread.merged, thread.threadId);
 
     const rawKey = blobKeys.raw(accountId, digest);
     result.blobs.push({ key: rawKey, body: fromBase64(message.raw), contentType: 'message/rfc822' });
@@ -563,6 +567,17 @@ export class ChangeApplier {
       for (const r of results) out.set(r.email_id, [...(out.get(r.email_id) ?? []), r.folder_id]);
     }
     return out;
+  }
+
+  /** Stored emails of threads merged into `threadId` changed their thread_id: one email.update each. */
+  private async threadMergeEvents(result: ChangeResult, merged: string[], threadId: string): Promise<void> {
+    const { results } = await this.db
+      .prepare(`SELECT * FROM emails WHERE account_id = ? AND thread_id IN (${placeholders(merged.length)}) ORDER BY date_ms LIMIT ${MAX_MERGE_EVENTS}`)
+      .bind(this.account.accountId, ...merged)
+      .all<EmailRow>();
+    for (const record of await loadEmailRecords(this.env, results)) {
+      this.event(result, 'email.update', emailEventData({ ...record, row: { ...record.row, thread_id: threadId } }));
+    }
   }
 
   /** Ids of this account's emails by Message-ID (the earliest one when several share it). */

@@ -74,19 +74,22 @@ export class Threader {
     this.accountId = accountId;
   }
 
-  /** The thread of a new email, and the statements that merge threads it links (run before its insert). */
-  async assign(m: ThreadedMessage): Promise<{ threadId: string; statements: D1PreparedStatement[] }> {
-    if (m.gm_thrid) return { threadId: await derivedId('thread', `${this.accountId}:gm:${m.gm_thrid}`), statements: [] };
+  /**
+   * The thread of a new email, the statements that merge threads it links (run before its insert),
+   * and the ids of the threads merged into it (their emails changed thread_id).
+   */
+  async assign(m: ThreadedMessage): Promise<{ threadId: string; statements: D1PreparedStatement[]; merged: string[] }> {
+    if (m.gm_thrid) return { threadId: await derivedId('thread', `${this.accountId}:gm:${m.gm_thrid}`), statements: [], merged: [] };
 
     const threads = await this.threadsNaming(messageKeys(m));
     if (threads.length === 0) {
       const { base, isReply } = normalizeSubject(m.subject);
       const bySubject = !m.in_reply_to && m.references.length === 0 && isReply && base ? await this.latestBySubject(base, m.date_ms) : null;
-      return { threadId: bySubject ?? newId('thread'), statements: [] };
+      return { threadId: bySubject ?? newId('thread'), statements: [], merged: [] };
     }
     const [winner, ...later] = threads.sort((a, b) => a.firstMs - b.firstMs || a.threadId.localeCompare(b.threadId));
-    if (later.length === 0) return { threadId: winner!.threadId, statements: [] };
-    return { threadId: winner!.threadId, statements: this.merge(winner!, later) };
+    if (later.length === 0) return { threadId: winner!.threadId, statements: [], merged: [] };
+    return { threadId: winner!.threadId, statements: this.merge(winner!, later), merged: later.map((t) => t.threadId) };
   }
 
   /** Statements recording a new email's keys (run after its insert). */

@@ -98,6 +98,11 @@ describe('GET /emails filters', () => {
     );
     const base = `account_id=${a.id}`;
     expect(sorted(await listEmails(`${base}&subject=rEpOrT`))).toEqual(['Quarterly REPORT', 'reporting lines']);
+    // Case-insensitive beyond ASCII too.
+    const b = await readAccount();
+    await b.deliver('INBOX', { subject: 'ÜBERWEISUNG für Ölheizung', date: minute(40) }, { subject: 'uberweisung', date: minute(41) });
+    expect(sorted(await listEmails(`account_id=${b.id}&subject=${encodeURIComponent('überweisung')}`))).toEqual(['ÜBERWEISUNG für Ölheizung']);
+    expect(sorted(await listEmails(`account_id=${b.id}&subject=${encodeURIComponent('ÖLHEIZ')}`))).toEqual(['ÜBERWEISUNG für Ölheizung']);
     expect(sorted(await listEmails(`${base}&subject=port`))).toEqual(['Quarterly REPORT', 'reporting lines']);
     const at = (m: number) => encodeURIComponent(new Date(Date.UTC(2026, 0, 1) + m * 60_000).toISOString());
     expect(sorted(await listEmails(`${base}&after=${at(10)}`))).toEqual(['lunch', 'reporting lines']);

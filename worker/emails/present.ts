@@ -16,6 +16,8 @@ export interface EmailRow {
   date: string;
   date_ms: number;
   subject: string;
+  /** `subject` lower-cased (Unicode-aware), for the case-insensitive subject filter. */
+  subject_folded: string;
   snippet: string;
   from_json: string | null;
   to_json: string;

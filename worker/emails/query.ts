@@ -118,8 +118,8 @@ export function buildEmailQuery(q: Partial<EmailListQuery> & { limit: number }, 
     if (q[flag] !== undefined) where.push(`e.${flag} = ${q[flag] ? 1 : 0}`);
   }
   if (q.subject !== undefined) {
-    where.push('instr(lower(e.subject), lower(?)) > 0');
-    params.push(q.subject);
+    where.push('instr(e.subject_folded, ?) > 0');
+    params.push(q.subject.toLowerCase());
   }
   if (q.after !== undefined) {
     where.push('e.date_ms > ?');

@@ -363,6 +363,7 @@ export class ChangeApplier {
       date: iso(dateMs),
       date_ms: dateMs,
       subject: mail.subject,
+      subject_folded: mail.subject.toLowerCase(),
       snippet: mail.snippet,
       from_json: mail.from ? JSON.stringify(stored(mail.from)) : null,
       to_json: JSON.stringify(mail.to.map(stored)),

@@ -107,6 +107,7 @@ describe('GET /contacts', () => {
         { from: 'Zelda Fitzgerald <zf@example.test>', to: acc.email },
         { from: 'Scott <scott.fitz@example.test>', to: acc.email },
         { from: 'Other <other@example.test>', to: acc.email },
+        { from: 'ÉMILE ÇA <emile@example.test>', to: acc.email },
       );
     }
     const found = (await contacts(`account_id=${a.id}&q=FITZ`)).data;
@@ -114,6 +115,8 @@ describe('GET /contacts', () => {
     expect(found.every((c: any) => c.account_id === a.id)).toBe(true);
     expect((await contacts(`account_id=${a.id}&q=zelda`)).data.map((c: any) => c.identifier)).toEqual(['zf@example.test']);
     expect((await contacts(`account_id=${a.id}&q=${encodeURIComponent('%_"*')}`)).data).toEqual([]);
+    // Beyond ASCII too.
+    expect((await contacts(`account_id=${a.id}&q=${encodeURIComponent('émile ça')}`)).data.map((c: any) => c.identifier)).toEqual(['emile@example.test']);
   });
 
   it('needs an account; unknown accounts have no contacts', async () => {

@@ -40,8 +40,8 @@ export async function listContacts(db: D1Database, q: ContactListQuery): Promise
   const where = ['account_id = ?'];
   const params: (string | number)[] = [accountId ?? ''];
   if (q.q !== undefined) {
-    // Identifiers are stored lower-cased; names are compared lower-cased.
-    where.push('(instr(identifier, ?) > 0 OR instr(lower(display_name), ?) > 0)');
+    // Identifiers are stored lower-cased; names are matched on their lower-cased copy (any script).
+    where.push('(instr(identifier, ?) > 0 OR instr(display_name_folded, ?) > 0)');
     params.push(q.q.toLowerCase(), q.q.toLowerCase());
   }
   if (q.cursor !== undefined) {

@@ -439,16 +439,18 @@ export class ChangeApplier {
       result.statements.push(
         this.db
           .prepare(
-            `INSERT INTO contacts (account_id, identifier, display_name, emails_count, last_email_at, last_email_ms)
-             VALUES (?, ?, ?, 1, ?, ?)
+            `INSERT INTO contacts (account_id, identifier, display_name, display_name_folded, emails_count, last_email_at, last_email_ms)
+             VALUES (?, ?, ?, ?, 1, ?, ?)
              ON CONFLICT (account_id, identifier) DO UPDATE SET
                emails_count = emails_count + 1,
                display_name = CASE WHEN excluded.display_name != '' AND excluded.last_email_ms >= last_email_ms
                                    THEN excluded.display_name ELSE display_name END,
+               display_name_folded = CASE WHEN excluded.display_name != '' AND excluded.last_email_ms >= last_email_ms
+                                          THEN excluded.display_name_folded ELSE display_name_folded END,
                last_email_at = CASE WHEN excluded.last_email_ms > last_email_ms THEN excluded.last_email_at ELSE last_email_at END,
                last_email_ms = MAX(last_email_ms, excluded.last_email_ms)`,
           )
-          .bind(row.account_id, address, name, row.date, row.date_ms),
+          .bind(row.account_id, address, name, name.toLowerCase(), row.date, row.date_ms),
       );
     }
   }

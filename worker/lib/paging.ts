@@ -4,6 +4,7 @@
  * the filters it was issued for (reusing it with other filters is a 400).
  */
 import { z } from 'zod';
+import { fromBase64Url, toBase64Url } from './crypto.ts';
 import { ApiError } from './errors.ts';
 import { intParam } from './validation.ts';
 
@@ -62,15 +63,6 @@ export function cursorList<T, R>(
   };
 }
 
-function base64url(text: string): string {
-  return btoa(unescape(encodeURIComponent(text))).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
-}
-
-function unbase64url(text: string): string {
-  const padded = text.replace(/-/g, '+').replace(/_/g, '/') + '='.repeat((4 - (text.length % 4)) % 4);
-  return decodeURIComponent(escape(atob(padded)));
-}
-
 /** A short, stable fingerprint of the filters (FNV-1a, hex): enough to notice a mismatch. */
 function fingerprint(text: string): string {
   let hash = 0x811c9dc5;
@@ -82,14 +74,14 @@ function fingerprint(text: string): string {
 }
 
 export function encodeCursor(position: CursorPosition, filtersKey: string): string {
-  return base64url(JSON.stringify({ p: position, f: fingerprint(filtersKey) }));
+  return toBase64Url(new TextEncoder().encode(JSON.stringify({ p: position, f: fingerprint(filtersKey) })));
 }
 
 /** The position inside a cursor, or a 400 if it is not one of ours or belongs to other filters. */
 export function decodeCursor(cursor: string, filtersKey: string): CursorPosition {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(unbase64url(cursor));
+    parsed = JSON.parse(new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(fromBase64Url(cursor)));
   } catch {
     throw new ApiError('invalid_parameters', 'cursor: not a cursor returned by this API');
   }

@@ -8,7 +8,7 @@
  */
 import type { Env } from '../env.ts';
 import { decodeEntities } from '../ingest/html.ts';
-import { constantTimeEqual, fromBase64, hmacSha256, toBase64 } from '../lib/crypto.ts';
+import { constantTimeEqual, fromBase64, hmacSha256, toBase64Url } from '../lib/crypto.ts';
 
 const DERIVATION_LABEL = 'mailbox-edge tracking links v1';
 
@@ -28,10 +28,9 @@ function trackingKey(env: Env): Promise<Uint8Array> {
   return key;
 }
 
-const base64url = (bytes: Uint8Array) => toBase64(bytes).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
 
 async function signature(env: Env, purpose: 'open' | 'click', trackingId: string, url = ''): Promise<string> {
-  return base64url(await hmacSha256(await trackingKey(env), `${purpose}\n${trackingId}\n${url}`));
+  return toBase64Url(await hmacSha256(await trackingKey(env), `${purpose}\n${trackingId}\n${url}`));
 }
 
 export async function verifyTrackingSignature(

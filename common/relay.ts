@@ -183,7 +183,13 @@ export type HeartbeatResponse = z.infer<typeof HeartbeatResponse>;
  */
 export const InitialSyncPlan = z.object({
   since: z.string(),
-  folders: z.array(z.object({ path: z.string(), uidvalidity: z.number().int().nonnegative(), below_uid: z.number().int().nonnegative() })),
+  folders: z.array(
+    z.object({
+      path: z.string(),
+      uidvalidity: z.number().int().nonnegative(),
+      below_uid: z.number().int().nonnegative(),
+    }),
+  ),
 });
 export type InitialSyncPlan = z.infer<typeof InitialSyncPlan>;
 
@@ -253,7 +259,12 @@ export const OutgoingMessage = z.object({
   headers: z.array(z.object({ name: z.string(), value: z.string() })),
   attachments: z.array(
     /** content_type null: guessed from the file name. */
-    z.object({ filename: z.string(), content_type: z.string().nullable(), cid: z.string().nullable(), content: z.string() /* base64 */ }),
+    z.object({
+      filename: z.string(),
+      content_type: z.string().nullable(),
+      cid: z.string().nullable(),
+      content: z.string() /* base64 */,
+    }),
   ),
 });
 export type OutgoingMessage = z.infer<typeof OutgoingMessage>;
@@ -267,7 +278,13 @@ export type OutgoingResult = z.infer<typeof OutgoingResult>;
 
 /** One mailbox change of a `modify` request; a message is addressed by folder path and UID. */
 export const ModifyStep = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('flags'), path: z.string(), uid: z.number().int().positive(), add: z.array(z.string()), remove: z.array(z.string()) }),
+  z.object({
+    type: z.literal('flags'),
+    path: z.string(),
+    uid: z.number().int().positive(),
+    add: z.array(z.string()),
+    remove: z.array(z.string()),
+  }),
   z.object({ type: z.literal('copy'), path: z.string(), uid: z.number().int().positive(), destination: z.string() }),
   z.object({ type: z.literal('move'), path: z.string(), uid: z.number().int().positive(), destination: z.string() }),
   /** \Deleted plus UID EXPUNGE of that one message. */
@@ -308,7 +325,13 @@ export const VerifyResult = z.object({ folders: z.array(FolderInfo) });
 export type VerifyResult = z.infer<typeof VerifyResult>;
 
 /** Error kinds a gateway reports; they map onto the public API's error types. */
-export const GatewayErrorKind = z.enum(['invalid_credentials', 'provider_error', 'provider_rejected', 'not_found', 'unexpected_error']);
+export const GatewayErrorKind = z.enum([
+  'invalid_credentials',
+  'provider_error',
+  'provider_rejected',
+  'not_found',
+  'unexpected_error',
+]);
 export type GatewayErrorKind = z.infer<typeof GatewayErrorKind>;
 
 export const WorkerToGateway = z.object({

@@ -14,7 +14,9 @@ function hex(bytes: ArrayBuffer): string {
 }
 
 async function hmacHex(secret: string, message: string): Promise<string> {
-  const key = await crypto.subtle.importKey('raw', encoder.encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
+  const key = await crypto.subtle.importKey('raw', encoder.encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, [
+    'sign',
+  ]);
   return hex(await crypto.subtle.sign('HMAC', key, encoder.encode(message)));
 }
 
@@ -60,7 +62,11 @@ export async function verifyRequest(
 }
 
 /** Query parameters that authenticate the gateway's WebSocket (browsers' WebSocket API cannot set headers). */
-export async function signConnect(secret: string, gatewayId: string, now: number = Date.now()): Promise<{ t: string; sig: string }> {
+export async function signConnect(
+  secret: string,
+  gatewayId: string,
+  now: number = Date.now(),
+): Promise<{ t: string; sig: string }> {
   const t = String(Math.floor(now / 1000));
   return { t, sig: await hmacHex(secret, `CONNECT ${gatewayId} ${t}`) };
 }

@@ -33,7 +33,15 @@ import {
 import { backoffDelay, Coalescer, deferred, sleep } from './async.ts';
 import type { SyncSettings } from './config.ts';
 import { classifyError, isAuthFailure } from './errors.ts';
-import { featuresOf, imapOptions, isSelectable, listFolders, openImap, STATUS_QUERY, type ServerFeatures } from './imap.ts';
+import {
+  featuresOf,
+  imapOptions,
+  isSelectable,
+  listFolders,
+  openImap,
+  STATUS_QUERY,
+  type ServerFeatures,
+} from './imap.ts';
 import { pullInitialSync } from './initial-sync.ts';
 import { errorFields, type Logger } from './log.ts';
 import { MESSAGE_OVERHEAD_BYTES, messageQuery, toFlagUpdate, toMessageIn } from './messages.ts';
@@ -99,7 +107,15 @@ export class AccountSync {
     const { settings } = this.#deps;
     const signal = this.#abort.signal;
     for (let attempt = 0; !signal.aborted; ) {
-      const session = new Session(this.id, this.#config, this.#cursors, this.#initialSync, this.#deps, this.#log, signal);
+      const session = new Session(
+        this.id,
+        this.#config,
+        this.#cursors,
+        this.#initialSync,
+        this.#deps,
+        this.#log,
+        signal,
+      );
       this.#session = session;
       let failure: unknown;
       try {
@@ -123,13 +139,19 @@ export class AccountSync {
       let delay: number;
       if (isAuthFailure(failure)) {
         delay = settings.authRetryMs;
-        await this.#report('errored', classifyError(failure, 'IMAP', this.#config.imap.host, this.#config.imap.port).message);
+        await this.#report(
+          'errored',
+          classifyError(failure, 'IMAP', this.#config.imap.host, this.#config.imap.port).message,
+        );
       } else if (failure instanceof WorkerHttpError) {
         // The Worker refused a batch (a 4xx other than lease loss): not the mailbox's fault.
         delay = backoffDelay(attempt++, settings.reconnectMinMs, settings.reconnectMaxMs);
       } else {
         delay = backoffDelay(attempt++, settings.reconnectMinMs, settings.reconnectMaxMs);
-        await this.#report('disconnected', classifyError(failure, 'IMAP', this.#config.imap.host, this.#config.imap.port).message);
+        await this.#report(
+          'disconnected',
+          classifyError(failure, 'IMAP', this.#config.imap.host, this.#config.imap.port).message,
+        );
       }
       this.#log.warn('session ended', { ...errorFields(failure), retry_in_ms: delay });
       await sleep(delay, signal);
@@ -252,7 +274,12 @@ class Session {
     const watched = chooseWatched(folders, this.#features.gmail, this.#deps.settings.maxExtraIdle);
     await Promise.all(watched.map((path) => this.#openWatcher(path)));
     await Promise.all([...this.#listing.values()].filter(isSelectable).map((f) => this.#runner(f.path).run()));
-    this.#log.info('synced', { folders: folders.length, watched: watched.length, ...this.#features, ms: Date.now() - started });
+    this.#log.info('synced', {
+      folders: folders.length,
+      watched: watched.length,
+      ...this.#features,
+      ms: Date.now() - started,
+    });
     this.#schedulePoll();
     this.#startInitialSync();
   }
@@ -265,8 +292,15 @@ class Session {
     const run = async () => {
       const client = await this.#connect({ disableAutoIdle: true });
       try {
-        const send = async (changes: Change[]) => void (await this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal }));
-        await pullInitialSync(plan, { client, gmail: this.#features.gmail, listing: this.#listing, send, log: this.#log });
+        const send = async (changes: Change[]) =>
+          void (await this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal }));
+        await pullInitialSync(plan, {
+          client,
+          gmail: this.#features.gmail,
+          listing: this.#listing,
+          send,
+          log: this.#log,
+        });
         pending.plan = null;
       } finally {
         this.#dropClient(client);
@@ -279,14 +313,20 @@ class Session {
 
   async #connect(extra: Partial<ImapFlowOptions>): Promise<ImapFlow> {
     const { connectTimeoutMs, qresync, condstore } = this.#deps.settings;
-    const options = imapOptions(this.#config.imap, { timeoutMs: connectTimeoutMs, qresync, condstore }, { socketTimeout: SOCKET_TIMEOUT_MS, ...extra });
+    const options = imapOptions(
+      this.#config.imap,
+      { timeoutMs: connectTimeoutMs, qresync, condstore },
+      { socketTimeout: SOCKET_TIMEOUT_MS, ...extra },
+    );
     const client = await openImap(options);
     if (this.#closed) {
       client.close();
       throw new Aborted('session closed');
     }
     this.#clients.add(client);
-    client.on('close', () => this.fail(Object.assign(new Error('IMAP connection closed'), { code: 'EConnectionClosed' })));
+    client.on('close', () =>
+      this.fail(Object.assign(new Error('IMAP connection closed'), { code: 'EConnectionClosed' })),
+    );
     client.on('error', (err: Error) => this.fail(err));
     client.on('exists', (ev) => this.#wake(ev.path));
     client.on('flags', (ev) => this.#wake(ev.path));
@@ -320,7 +360,9 @@ class Session {
     const folder = this.#listing.get(path);
     if (this.#closed || !folder || !isSelectable(folder)) return;
     if (!this.#notifiedAt.has(path)) this.#notifiedAt.set(path, performance.now());
-    this.#runner(path).run().catch((err: unknown) => this.#passFailed(path, err));
+    this.#runner(path)
+      .run()
+      .catch((err: unknown) => this.#passFailed(path, err));
   }
 
   #passFailed(path: string, err: unknown): void {
@@ -393,7 +435,11 @@ class Session {
       const base = this.#baseline(path, status);
       const lastUid = await this.#fetchNew(client, path, status, base);
       if (lastUid > base.last_uid && notifiedAt !== undefined) {
-        this.#log.debug('relayed new mail', { path, last_uid: lastUid, since_notify_ms: Math.round((performance.now() - notifiedAt) * 10) / 10 });
+        this.#log.debug('relayed new mail', {
+          path,
+          last_uid: lastUid,
+          since_notify_ms: Math.round((performance.now() - notifiedAt) * 10) / 10,
+        });
       }
       const tail = await this.#readChanges(client, path, { base, lastUid, status, reset });
       if (tail.removed) return tail;
@@ -428,7 +474,14 @@ class Session {
     const flush = async (final: boolean) => {
       const changes: Change[] = [];
       if (batch.length) changes.push({ type: 'messages', path, uidvalidity: status.uidvalidity, messages: batch });
-      if (final) changes.push({ type: 'cursor', path, uidvalidity: status.uidvalidity, last_uid: lastUid, highest_modseq: base.highest_modseq });
+      if (final)
+        changes.push({
+          type: 'cursor',
+          path,
+          uidvalidity: status.uidvalidity,
+          last_uid: lastUid,
+          highest_modseq: base.highest_modseq,
+        });
       batch = [];
       bytes = 0;
       await inFlight;
@@ -473,7 +526,11 @@ class Session {
       const known = byModseq ? null : this.#flagMemory(path);
       // With QRESYNC, imapflow adds VANISHED: expunged UIDs come back as 'expunge' events (EARLIER).
       const options = byModseq ? { uid: true, changedSince: BigInt(base.highest_modseq!) } : { uid: true };
-      for await (const msg of client.fetch(`1:${base.last_uid}`, { uid: true, flags: true, ...(gmail && { labels: true }) }, options)) {
+      for await (const msg of client.fetch(
+        `1:${base.last_uid}`,
+        { uid: true, flags: true, ...(gmail && { labels: true }) },
+        options,
+      )) {
         if (msg.uid > base.last_uid) continue;
         const update = toFlagUpdate(msg, gmail);
         if (known) {
@@ -517,7 +574,11 @@ class Session {
     if (tail.vanished.length) changes.push({ type: 'vanished', path, uidvalidity, uids: tail.vanished });
     if (tail.snapshot) changes.push({ type: 'snapshot', path, uidvalidity, uids: tail.snapshot });
     const cursor = this.#cursors.get(path);
-    const moved = !cursor || cursor.uidvalidity !== uidvalidity || cursor.last_uid !== lastUid || cursor.highest_modseq !== highest_modseq;
+    const moved =
+      !cursor ||
+      cursor.uidvalidity !== uidvalidity ||
+      cursor.last_uid !== lastUid ||
+      cursor.highest_modseq !== highest_modseq;
     if (!changes.length && !moved) return;
     changes.push({ type: 'cursor', path, uidvalidity, last_uid: lastUid, highest_modseq });
     await this.#send(changes);
@@ -551,9 +612,17 @@ class Session {
   async #send(changes: Change[]): Promise<void> {
     if (!changes.length) return;
     const response = await this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal });
-    const touched = new Set(changes.flatMap((c) => (c.type === 'folders' ? c.folders.map((f) => f.path) : 'path' in c ? [c.path] : [])));
+    const touched = new Set(
+      changes.flatMap((c) => (c.type === 'folders' ? c.folders.map((f) => f.path) : 'path' in c ? [c.path] : [])),
+    );
     for (const change of changes) {
-      if (change.type === 'cursor') this.#cursors.set(change.path, { path: change.path, uidvalidity: change.uidvalidity, last_uid: change.last_uid, highest_modseq: change.highest_modseq });
+      if (change.type === 'cursor')
+        this.#cursors.set(change.path, {
+          path: change.path,
+          uidvalidity: change.uidvalidity,
+          last_uid: change.last_uid,
+          highest_modseq: change.highest_modseq,
+        });
     }
     for (const cursor of response.cursors) if (touched.has(cursor.path)) this.#cursors.set(cursor.path, cursor);
   }
@@ -573,7 +642,9 @@ class Session {
     if (!this.#control || this.#closed) throw new Aborted('session closed');
     const folders = await listFolders(this.#control);
     const previous = this.#listing;
-    const unchanged = folders.length === previous.size && folders.every((f) => previous.has(f.path) && listingKey(f) === listingKey(previous.get(f.path)!));
+    const unchanged =
+      folders.length === previous.size &&
+      folders.every((f) => previous.has(f.path) && listingKey(f) === listingKey(previous.get(f.path)!));
     if (!unchanged) await this.#send([{ type: 'folders', folders }]);
     this.#setListing(folders);
     for (const path of [...this.#watchers.keys()]) if (!this.#listing.has(path)) this.#retireWatcher(path);
@@ -587,7 +658,11 @@ class Session {
       if (!isSelectable(folder)) continue;
       const last = previous.get(folder.path);
       const cursor = this.#cursors.get(folder.path);
-      const changed = !last || last.uidnext !== folder.uidnext || last.highest_modseq !== folder.highest_modseq || last.total !== folder.total;
+      const changed =
+        !last ||
+        last.uidnext !== folder.uidnext ||
+        last.highest_modseq !== folder.highest_modseq ||
+        last.total !== folder.total;
       const behind = !cursor || cursor.uidvalidity !== folder.uidvalidity || folder.uidnext > cursor.last_uid + 1;
       if (changed || behind) this.#wake(folder.path);
     }
@@ -614,7 +689,9 @@ class Session {
 export function chooseWatched(folders: FolderInfo[], gmail: boolean, max: number): string[] {
   const selectable = folders.filter(isSelectable);
   const inbox = selectable.find((f) => f.path.toUpperCase() === 'INBOX');
-  const order = gmail ? ['\\All', '\\Sent', '\\Drafts', '\\Trash', '\\Junk', '\\Archive'] : ['\\Sent', '\\Drafts', '\\Trash', '\\Junk', '\\Archive', '\\All'];
+  const order = gmail
+    ? ['\\All', '\\Sent', '\\Drafts', '\\Trash', '\\Junk', '\\Archive']
+    : ['\\Sent', '\\Drafts', '\\Trash', '\\Junk', '\\Archive', '\\All'];
   const extra = order.flatMap((use) => selectable.filter((f) => f.special_use === use && f !== inbox)).slice(0, max);
   return [...(inbox ? [inbox] : []), ...extra].map((f) => f.path);
 }

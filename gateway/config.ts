@@ -60,7 +60,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): GatewayConfig {
   } catch {
     throw new ConfigError('WORKER_URL is not a URL (e.g. http://127.0.0.1:8787)');
   }
-  if (workerUrl.protocol !== 'http:' && workerUrl.protocol !== 'https:') throw new ConfigError('WORKER_URL must be http:// or https://');
+  if (workerUrl.protocol !== 'http:' && workerUrl.protocol !== 'https:')
+    throw new ConfigError('WORKER_URL must be http:// or https://');
   // Stable across restarts, so a restarted gateway takes its accounts back at once (its leases are its own).
   const gatewayId = env.GATEWAY_ID || hostname();
   if (gatewayId.length > 100) throw new ConfigError('GATEWAY_ID is longer than 100 characters');
@@ -73,13 +74,17 @@ export function loadConfig(env: NodeJS.ProcessEnv): GatewayConfig {
     if (!Number.isInteger(value) || value < 0) throw new ConfigError(`${name} must be a non-negative integer`);
     sync[key] = value;
   }
-  for (const [key, name] of [['qresync', 'GATEWAY_IMAP_QRESYNC'], ['condstore', 'GATEWAY_IMAP_CONDSTORE']] as const) {
+  for (const [key, name] of [
+    ['qresync', 'GATEWAY_IMAP_QRESYNC'],
+    ['condstore', 'GATEWAY_IMAP_CONDSTORE'],
+  ] as const) {
     const raw = env[name];
     if (raw === undefined || raw === '') continue;
     if (!['0', '1', 'true', 'false'].includes(raw)) throw new ConfigError(`${name} must be 0 or 1`);
     sync[key] = raw === '1' || raw === 'true';
   }
   const logLevel = (env.GATEWAY_LOG_LEVEL || 'info') as LogLevel;
-  if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) throw new ConfigError('GATEWAY_LOG_LEVEL must be debug, info, warn or error');
+  if (!['debug', 'info', 'warn', 'error'].includes(logLevel))
+    throw new ConfigError('GATEWAY_LOG_LEVEL must be debug, info, warn or error');
   return { workerUrl, secret: env.GATEWAY_SECRET!, gatewayId, logLevel, sync };
 }

@@ -52,7 +52,9 @@ function isTlsError(err: unknown, codes: string[]): boolean {
 
 export function isAuthFailure(err: unknown): boolean {
   const e = err as { authenticationFailed?: unknown; code?: unknown; serverResponseCode?: unknown } | null;
-  return !!e && (e.authenticationFailed === true || e.code === 'EAUTH' || e.serverResponseCode === 'AUTHENTICATIONFAILED');
+  return (
+    !!e && (e.authenticationFailed === true || e.code === 'EAUTH' || e.serverResponseCode === 'AUTHENTICATIONFAILED')
+  );
 }
 
 /**
@@ -62,7 +64,11 @@ export function isAuthFailure(err: unknown): boolean {
 export function classifyError(err: unknown, service: Service, host: string, port: number): GatewayError {
   if (err instanceof GatewayError) return err;
   const where = `${service} ${host}:${port}`;
-  if (isAuthFailure(err)) return new GatewayError('invalid_credentials', `${service} login failed: the server refused the user name or password`);
+  if (isAuthFailure(err))
+    return new GatewayError(
+      'invalid_credentials',
+      `${service} login failed: the server refused the user name or password`,
+    );
   const codes = codesOf(err);
   if (isTlsError(err, codes)) {
     const code = codes.find((c) => /CERT|^ERR_|^DEPTH|^UNABLE/.test(c));

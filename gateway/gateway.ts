@@ -29,7 +29,12 @@ export class Gateway {
   constructor(config: GatewayConfig, log: Logger) {
     this.#config = config;
     this.#log = log;
-    this.#worker = new WorkerClient({ workerUrl: config.workerUrl, secret: config.secret, gatewayId: config.gatewayId, log });
+    this.#worker = new WorkerClient({
+      workerUrl: config.workerUrl,
+      secret: config.secret,
+      gatewayId: config.gatewayId,
+      log,
+    });
   }
 
   start(): void {
@@ -37,7 +42,10 @@ export class Gateway {
     this.#log.info('gateway starting', { worker: this.#config.workerUrl.origin });
     this.#tasks.push(
       this.#heartbeatLoop(),
-      this.#worker.runControlSocket((request) => this.handle(request), this.#abort.signal, { minMs: sync.reconnectMinMs, maxMs: sync.reconnectMaxMs }),
+      this.#worker.runControlSocket((request) => this.handle(request), this.#abort.signal, {
+        minMs: sync.reconnectMinMs,
+        maxMs: sync.reconnectMaxMs,
+      }),
     );
   }
 
@@ -64,7 +72,11 @@ export class Gateway {
         await this.#release(request.account_id, 'released by the worker');
         return { held: false };
       case 'send':
-        return this.#commandsFor(request.account_id).send(request.mode, await this.#worker.outgoing(request.account_id, request.key), request.append_to);
+        return this.#commandsFor(request.account_id).send(
+          request.mode,
+          await this.#worker.outgoing(request.account_id, request.key),
+          request.append_to,
+        );
       case 'modify':
         return this.#commandsFor(request.account_id).modify(request.steps);
     }
@@ -123,7 +135,8 @@ export class Gateway {
         this.#log.info('lease granted', { account: id, cursors: res.cursors.length });
         account.start();
       } catch (err) {
-        if (!(err instanceof Aborted) && !isLeaseLost(err)) this.#log.warn('lease failed', { account: id, ...errorFields(err) });
+        if (!(err instanceof Aborted) && !isLeaseLost(err))
+          this.#log.warn('lease failed', { account: id, ...errorFields(err) });
       } finally {
         this.#leasing.delete(id);
       }

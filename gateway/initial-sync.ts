@@ -11,7 +11,14 @@
  * next session resumes it.
  */
 import type { ImapFlow } from 'imapflow';
-import { MAX_BATCH_BYTES, MAX_BATCH_MESSAGES, type Change, type FolderInfo, type InitialSyncPlan, type MessageIn } from '../common/relay.ts';
+import {
+  MAX_BATCH_BYTES,
+  MAX_BATCH_MESSAGES,
+  type Change,
+  type FolderInfo,
+  type InitialSyncPlan,
+  type MessageIn,
+} from '../common/relay.ts';
 import { isSelectable } from './imap.ts';
 import type { Logger } from './log.ts';
 import { internalDateOf, MESSAGE_OVERHEAD_BYTES, messageQuery, toMessageIn } from './messages.ts';
@@ -59,18 +66,29 @@ async function pullFolder(folder: PlanFolder, since: number, deps: PullDeps): Pr
     if (client.mailbox && Number(client.mailbox.uidValidity) !== folder.uidvalidity) return 0;
     const below = folder.below_uid;
     // SEARCH SINCE compares dates only (in the server's zone): a day earlier is a superset; INTERNALDATE decides.
-    const candidates = ((await client.search({ uid: `1:${below - 1}`, since: new Date(since - DAY_MS) }, { uid: true })) || []).filter((uid) => uid < below);
+    const candidates = (
+      (await client.search({ uid: `1:${below - 1}`, since: new Date(since - DAY_MS) }, { uid: true })) || []
+    ).filter((uid) => uid < below);
     if (!candidates.length) return 0;
     const inWindow: { uid: number; size: number }[] = [];
-    for await (const msg of client.fetch(uidSet(candidates), { uid: true, internalDate: true, size: true }, { uid: true })) {
-      if (msg.uid < below && internalDateOf(msg).getTime() >= since) inWindow.push({ uid: msg.uid, size: msg.size ?? 0 });
+    for await (const msg of client.fetch(
+      uidSet(candidates),
+      { uid: true, internalDate: true, size: true },
+      { uid: true },
+    )) {
+      if (msg.uid < below && internalDateOf(msg).getTime() >= since)
+        inWindow.push({ uid: msg.uid, size: msg.size ?? 0 });
     }
     inWindow.sort((a, b) => b.uid - a.uid);
     for (const page of pages(inWindow)) {
       const messages: MessageIn[] = [];
-      for await (const msg of client.fetch(uidSet(page), messageQuery(deps.gmail), { uid: true })) messages.push(toMessageIn(msg, deps.gmail));
+      for await (const msg of client.fetch(uidSet(page), messageQuery(deps.gmail), { uid: true }))
+        messages.push(toMessageIn(msg, deps.gmail));
       messages.sort((a, b) => b.uid - a.uid);
-      if (messages.length) await deps.send([{ type: 'messages', path: folder.path, uidvalidity: folder.uidvalidity, messages, initial_sync: true }]);
+      if (messages.length)
+        await deps.send([
+          { type: 'messages', path: folder.path, uidvalidity: folder.uidvalidity, messages, initial_sync: true },
+        ]);
       folder.below_uid = Math.min(folder.below_uid, ...page);
     }
     return inWindow.length;

@@ -16,7 +16,11 @@ export interface Logger {
   child(fields: LogFields): Logger;
 }
 
-export function createLogger(level: LogLevel = 'info', base: LogFields = {}, write: (line: string) => void = (l) => process.stderr.write(l + '\n')): Logger {
+export function createLogger(
+  level: LogLevel = 'info',
+  base: LogFields = {},
+  write: (line: string) => void = (l) => process.stderr.write(l + '\n'),
+): Logger {
   const emit = (at: LogLevel, msg: string, fields?: LogFields) => {
     if (ORDER[at] < ORDER[level]) return;
     write(JSON.stringify({ t: new Date().toISOString(), level: at, msg, ...base, ...fields }));

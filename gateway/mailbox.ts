@@ -34,7 +34,10 @@ export class MailboxCommands {
     this.#transport = null;
     const client = this.#client;
     this.#client = null;
-    void client?.then((c) => c.close(), () => undefined);
+    void client?.then(
+      (c) => c.close(),
+      () => undefined,
+    );
   }
 
   /** The command connection, (re)opened when missing or closed. */
@@ -43,7 +46,9 @@ export class MailboxCommands {
     const current = this.#client ? await this.#client.catch(() => null) : null;
     if (current?.usable) return current;
     const { imap } = this.#config;
-    const opening = openImap(imapOptions(imap, { timeoutMs: this.#settings.connectTimeoutMs }, { disableAutoIdle: true }));
+    const opening = openImap(
+      imapOptions(imap, { timeoutMs: this.#settings.connectTimeoutMs }, { disableAutoIdle: true }),
+    );
     this.#client = opening;
     try {
       const client = await opening;
@@ -68,7 +73,10 @@ export class MailboxCommands {
       // A NO/BAD answer is the server refusing the command; anything else is the connection failing.
       const response = (err as { serverResponseCode?: string; responseStatus?: string }).responseStatus;
       if (response === 'NO' || response === 'BAD') {
-        throw new GatewayError('provider_rejected', `IMAP server refused the command: ${(err as Error).message.slice(0, 200)}`);
+        throw new GatewayError(
+          'provider_rejected',
+          `IMAP server refused the command: ${(err as Error).message.slice(0, 200)}`,
+        );
       }
       throw classifyError(err, 'IMAP', imap.host, imap.port);
     }
@@ -85,7 +93,8 @@ export class MailboxCommands {
         if (mode === 'send' && featuresOf(client).gmail) return { message_id: message.message_id, saved: null };
         const flags = mode === 'draft' ? ['\\Draft', '\\Seen'] : ['\\Seen'];
         const appended = await client.append(appendTo, raw, flags, new Date());
-        if (!appended) throw new GatewayError('provider_rejected', `IMAP server refused to store the message in ${appendTo}`);
+        if (!appended)
+          throw new GatewayError('provider_rejected', `IMAP server refused to store the message in ${appendTo}`);
         return { message_id: message.message_id, saved: { path: appendTo, uid: appended.uid ?? null } };
       });
     } catch (err) {
@@ -98,7 +107,11 @@ export class MailboxCommands {
 
   async #smtp(message: OutgoingMessage, raw: Buffer): Promise<void> {
     const { smtp } = this.#config;
-    this.#transport ??= nodemailer.createTransport({ ...smtpOptions(smtp, this.#settings.connectTimeoutMs), pool: true, maxConnections: 1 });
+    this.#transport ??= nodemailer.createTransport({
+      ...smtpOptions(smtp, this.#settings.connectTimeoutMs),
+      pool: true,
+      maxConnections: 1,
+    });
     const recipients = [...message.to, ...message.cc, ...message.bcc].map((a) => a.address);
     try {
       await this.#transport.sendMail({ envelope: { from: message.from.address, to: recipients }, raw });
@@ -126,7 +139,10 @@ export class MailboxCommands {
               break;
             case 'copy':
             case 'move': {
-              const done = step.type === 'move' ? await client.messageMove(range, step.destination, { uid: true }) : await client.messageCopy(range, step.destination, { uid: true });
+              const done =
+                step.type === 'move'
+                  ? await client.messageMove(range, step.destination, { uid: true })
+                  : await client.messageCopy(range, step.destination, { uid: true });
               if (!done) throw new GatewayError('not_found', `the message is no longer in ${step.path}`);
               uids.push(done.uidMap?.get(step.uid) ?? null);
               break;
@@ -173,10 +189,13 @@ export async function buildMessage(message: OutgoingMessage, { keepBcc }: { keep
 
 /** SMTP failures: login refused → invalid_credentials; a 5xx answer → provider_rejected; the rest → provider_error. */
 function classifySendError(err: unknown, host: string, port: number): GatewayError {
-  if (isAuthFailure(err)) return new GatewayError('invalid_credentials', 'SMTP login failed: the server refused the user name or password');
+  if (isAuthFailure(err))
+    return new GatewayError('invalid_credentials', 'SMTP login failed: the server refused the user name or password');
   const code = (err as { responseCode?: unknown }).responseCode;
   if (typeof code === 'number' && code >= 500) {
-    const response = String((err as { response?: unknown }).response ?? '').replace(/[\r\n]+/g, ' ').slice(0, 300);
+    const response = String((err as { response?: unknown }).response ?? '')
+      .replace(/[\r\n]+/g, ' ')
+      .slice(0, 300);
     return new GatewayError('provider_rejected', `SMTP server refused the message: ${response || code}`);
   }
   return classifyError(err, 'SMTP', host, port);

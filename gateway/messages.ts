@@ -7,7 +7,14 @@ export const MESSAGE_OVERHEAD_BYTES = 512;
 
 /** FETCH items of a relayed message; on Gmail also X-GM-LABELS, X-GM-MSGID and X-GM-THRID. */
 export function messageQuery(gmail: boolean): FetchQueryObject {
-  return { uid: true, flags: true, internalDate: true, size: true, source: true, ...(gmail && { labels: true, emailId: true, threadId: true }) };
+  return {
+    uid: true,
+    flags: true,
+    internalDate: true,
+    size: true,
+    source: true,
+    ...(gmail && { labels: true, emailId: true, threadId: true }),
+  };
 }
 
 /** Message flags without \Recent: a per-session flag that says nothing about the message. */

@@ -18,7 +18,10 @@ async function verifyImap(config: MailboxConfig, timeoutMs: number) {
  * Throws a GatewayError: `invalid_credentials` when a server refused the login, `provider_error`
  * when it could not be reached (refused, DNS, timeout, TLS). IMAP's failure wins when both fail.
  */
-export async function verifyMailbox(config: MailboxConfig, timeoutMs = DEFAULT_SYNC.connectTimeoutMs): Promise<VerifyResult> {
+export async function verifyMailbox(
+  config: MailboxConfig,
+  timeoutMs = DEFAULT_SYNC.connectTimeoutMs,
+): Promise<VerifyResult> {
   const [imap, smtp] = await Promise.allSettled([verifyImap(config, timeoutMs), verifySmtp(config.smtp, timeoutMs)]);
   if (imap.status === 'rejected') throw classifyError(imap.reason, 'IMAP', config.imap.host, config.imap.port);
   if (smtp.status === 'rejected') throw classifyError(smtp.reason, 'SMTP', config.smtp.host, config.smtp.port);

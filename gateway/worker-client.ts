@@ -89,14 +89,22 @@ export class WorkerClient {
   async outgoing(accountId: string, name: string): Promise<OutgoingMessage> {
     const url = new URL(`${accountPath(accountId)}/outgoing/${encodeURIComponent(name)}`, this.#base);
     const signature = await signRequest(this.#secret, { method: 'GET', path: url.pathname, body: '' });
-    const res = await fetch(url, { headers: { [GATEWAY_SIGNATURE_HEADER]: signature }, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+    const res = await fetch(url, {
+      headers: { [GATEWAY_SIGNATURE_HEADER]: signature },
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+    });
     const text = await res.text();
     if (!res.ok) throw new WorkerHttpError(res.status, errorType(text), url.pathname);
     return OutgoingMessage.parse(JSON.parse(text));
   }
 
   /** Retries network failures, 5xx and 429 with backoff; 4xx throws WorkerHttpError; abort throws Aborted. */
-  async #post<S extends z.ZodType>(path: string, payload: unknown, schema: S | null, opts: PostOptions = {}): Promise<z.infer<S>> {
+  async #post<S extends z.ZodType>(
+    path: string,
+    payload: unknown,
+    schema: S | null,
+    opts: PostOptions = {},
+  ): Promise<z.infer<S>> {
     const url = new URL(path, this.#base);
     const body = JSON.stringify(payload);
     for (let attempt = 0; ; attempt++) {
@@ -127,9 +135,14 @@ export class WorkerClient {
         if (opts.signal?.aborted) throw new Aborted(`aborted: ${path}`);
         failure = err instanceof Error ? err.message : String(err);
       }
-      if (opts.attempts !== undefined && attempt + 1 >= opts.attempts) throw new Error(`worker request ${path} failed: ${failure}`);
+      if (opts.attempts !== undefined && attempt + 1 >= opts.attempts)
+        throw new Error(`worker request ${path} failed: ${failure}`);
       const delay = backoffDelay(attempt, RETRY_MIN_MS, RETRY_MAX_MS);
-      this.#log.warn('worker request failed, retrying', { path: url.pathname, failure: failure.slice(0, 200), retry_in_ms: delay });
+      this.#log.warn('worker request failed, retrying', {
+        path: url.pathname,
+        failure: failure.slice(0, 200),
+        retry_in_ms: delay,
+      });
       await sleep(delay, opts.signal);
     }
   }
@@ -138,7 +151,11 @@ export class WorkerClient {
    * Keeps the control WebSocket open until `signal` aborts, reconnecting with backoff and jitter.
    * Every request is handed to `handle`; its result (or GatewayError) is the answer.
    */
-  async runControlSocket(handle: (request: GatewayRequest) => Promise<unknown>, signal: AbortSignal, retry = { minMs: 1_000, maxMs: 60_000 }): Promise<void> {
+  async runControlSocket(
+    handle: (request: GatewayRequest) => Promise<unknown>,
+    signal: AbortSignal,
+    retry = { minMs: 1_000, maxMs: 60_000 },
+  ): Promise<void> {
     for (let attempt = 0; !signal.aborted; ) {
       const opened = await this.#connectOnce(handle, signal);
       attempt = opened ? 0 : attempt + 1;
@@ -188,7 +205,9 @@ export class WorkerClient {
         type: 'response',
         id: message.id,
         ok: false,
-        error: known ? { kind: err.kind, detail: err.message } : { kind: 'unexpected_error', detail: 'the gateway failed to handle the request' },
+        error: known
+          ? { kind: err.kind, detail: err.message }
+          : { kind: 'unexpected_error', detail: 'the gateway failed to handle the request' },
       };
     }
     if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(reply));

@@ -31,8 +31,12 @@ function ensureDevVars() {
     GATEWAY_SECRET: randomBytes(32).toString('hex'),
     ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
   };
-  const body = Object.entries(vars).map(([k, v]) => `${k}="${v}"`).join('\n');
-  writeFileSync(devVarsPath, `# Local secrets, written by npm start on first run. Never commit this file.\n${body}\n`, { mode: 0o600 });
+  const body = Object.entries(vars)
+    .map(([k, v]) => `${k}="${v}"`)
+    .join('\n');
+  writeFileSync(devVarsPath, `# Local secrets, written by npm start on first run. Never commit this file.\n${body}\n`, {
+    mode: 0o600,
+  });
   console.log(`[start] wrote .dev.vars with fresh secrets. Your admin API key: ${vars.ADMIN_API_KEY}`);
   return vars;
 }
@@ -48,10 +52,19 @@ if (!/^\d+$/.test(port)) {
 }
 
 function wrangler(args, options = {}) {
-  return [process.execPath, [wranglerBin, ...args], { cwd: root, env: { ...process.env, WRANGLER_SEND_METRICS: 'false' }, ...options }];
+  return [
+    process.execPath,
+    [wranglerBin, ...args],
+    { cwd: root, env: { ...process.env, WRANGLER_SEND_METRICS: 'false' }, ...options },
+  ];
 }
 
-const migrate = spawnSync(...wrangler(['d1', 'migrations', 'apply', 'DB', '--local', '--persist-to', persistTo], { stdio: 'inherit', input: 'y\n' }));
+const migrate = spawnSync(
+  ...wrangler(['d1', 'migrations', 'apply', 'DB', '--local', '--persist-to', persistTo], {
+    stdio: 'inherit',
+    input: 'y\n',
+  }),
+);
 if (migrate.status !== 0) {
   console.error('[start] applying the local D1 migrations failed');
   process.exit(migrate.status ?? 1);
@@ -62,7 +75,17 @@ const overrides = Object.entries(vars).flatMap(([k, v]) => ['--var', `${k}:${v}`
 const children = [];
 const worker = spawn(
   ...wrangler(
-    ['dev', '--ip', '127.0.0.1', '--port', port, '--persist-to', persistTo, '--show-interactive-dev-session=false', ...overrides],
+    [
+      'dev',
+      '--ip',
+      '127.0.0.1',
+      '--port',
+      port,
+      '--persist-to',
+      persistTo,
+      '--show-interactive-dev-session=false',
+      ...overrides,
+    ],
     { stdio: 'inherit', detached: true },
   ),
 );
@@ -105,7 +128,9 @@ function stop(code) {
     }
     process.exit(code);
   }, 3000).unref();
-  Promise.all(children.map((c) => (c.exitCode !== null ? null : new Promise((r) => c.once('exit', r))))).then(() => process.exit(code));
+  Promise.all(children.map((c) => (c.exitCode !== null ? null : new Promise((r) => c.once('exit', r))))).then(() =>
+    process.exit(code),
+  );
 }
 
 process.on('SIGINT', () => stop(0));

@@ -36,7 +36,10 @@ export function createApp(): Hono<AppEnv> {
     if (err instanceof ApiError) return errorResponse(err.kind, err.detail, err.headers);
     if (err instanceof z.ZodError) return errorResponse('invalid_parameters', describeIssues(err));
     // Only the method and the route pattern are logged: never the query, headers or body.
-    console.error(`unexpected error on ${c.req.method} ${c.req.routePath}:`, err instanceof Error ? err.stack : String(err));
+    console.error(
+      `unexpected error on ${c.req.method} ${c.req.routePath}:`,
+      err instanceof Error ? err.stack : String(err),
+    );
     return errorResponse('unexpected_error', 'Something went wrong on our side; the error has been logged.');
   });
 

@@ -23,6 +23,4 @@ export interface Env {
 }
 
 /** What travels through the webhooks queue: one outbox event, fanned out by the consumer. */
-export type WebhookQueueMessage =
-  | { kind: 'event'; event_id: string }
-  | { kind: 'delivery'; conversation_id: string };
+export type WebhookQueueMessage = { kind: 'event'; event_id: string } | { kind: 'delivery'; conversation_id: string };

@@ -13,7 +13,8 @@ import { eventually, startService } from '../node/service.ts';
 
 const COUNT = Number(process.env.BENCH_LATENCY_COUNT ?? 100);
 
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+const percentile = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 const summary = (label: string, values: number[]) => {
   const s = [...values].sort((a, b) => a - b);
   return `${label}: p50 ${percentile(s, 50).toFixed(0)} ms, p99 ${percentile(s, 99).toFixed(0)} ms, min ${s[0]!.toFixed(0)} ms, max ${s[s.length - 1]!.toFixed(0)} ms`;
@@ -38,9 +39,16 @@ export async function run(): Promise<void> {
   try {
     const alice = mail.users.find((u) => u.user === 'alice')!;
     // Debug logging: the gateway logs, per relayed pass, the time from IDLE notification to the Worker's acknowledgement.
-    const gateway = service.startGateway('bench-latency', { NODE_EXTRA_CA_CERTS: mail.caFile, GATEWAY_LOG_LEVEL: 'debug' });
+    const gateway = service.startGateway('bench-latency', {
+      NODE_EXTRA_CA_CERTS: mail.caFile,
+      GATEWAY_LOG_LEVEL: 'debug',
+    });
     const account = await connectMailbox(service, mail.info(), 'alice');
-    await service.api('POST', '/webhooks/endpoints', { url: `http://127.0.0.1:${port}/`, trigger_events: ['email.new'], account_ids: [account.id] });
+    await service.api('POST', '/webhooks/endpoints', {
+      url: `http://127.0.0.1:${port}/`,
+      trigger_events: ['email.new'],
+      account_ids: [account.id],
+    });
 
     // The floor: a plain client idling on the same INBOX.
     const idler = await openImap(mail.info(), 'alice');
@@ -55,7 +63,13 @@ export async function run(): Promise<void> {
       const subject = `latency ${i}`;
       const floorHeard = new Promise<number>((r) => (heard = () => r(performance.now())));
       // Postfix's "250 queued" is the start; deliver() resolves right after it with wait: false.
-      const accepted = await deliver(mail.info(), { from: 'bench@remote.test', to: alice.email, subject, text: 'x', wait: false }).then(() => performance.now());
+      const accepted = await deliver(mail.info(), {
+        from: 'bench@remote.test',
+        to: alice.email,
+        subject,
+        text: 'x',
+        wait: false,
+      }).then(() => performance.now());
       const idleAt = await floorHeard;
       const hookAt = await eventually(() => received.get(subject), { what: subject, timeoutMs: 30_000, intervalMs: 2 });
       endToEnd.push(hookAt - accepted);
@@ -70,7 +84,9 @@ export async function run(): Promise<void> {
     const relayed = gateway.log.flatMap((line) => {
       try {
         const entry = JSON.parse(line) as { msg?: string; path?: string; since_notify_ms?: number };
-        return entry.msg === 'relayed new mail' && entry.path === 'INBOX' && typeof entry.since_notify_ms === 'number' ? [entry.since_notify_ms] : [];
+        return entry.msg === 'relayed new mail' && entry.path === 'INBOX' && typeof entry.since_notify_ms === 'number'
+          ? [entry.since_notify_ms]
+          : [];
       } catch {
         return [];
       }

@@ -38,7 +38,8 @@ const ACCOUNTS = 5;
 const SENDERS = 50;
 const DAY = 86_400_000;
 
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+const percentile = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 interface Stats {
   p50: number;
   p99: number;
@@ -63,10 +64,46 @@ function prng(seed: number): () => number {
 }
 
 const TOPICS = [
-  'invoice', 'meeting', 'report', 'budget', 'travel', 'release', 'contract', 'hiring', 'roadmap', 'offsite',
-  'newsletter', 'security', 'renewal', 'feedback', 'workshop', 'delivery', 'payment', 'launch', 'survey', 'migration',
-  'quarterly', 'proposal', 'schedule', 'interview', 'backup', 'outage', 'conference', 'shipment', 'reminder', 'summary',
-  'onboarding', 'review', 'planning', 'webinar', 'receipt', 'license', 'update', 'question', 'request', 'agenda',
+  'invoice',
+  'meeting',
+  'report',
+  'budget',
+  'travel',
+  'release',
+  'contract',
+  'hiring',
+  'roadmap',
+  'offsite',
+  'newsletter',
+  'security',
+  'renewal',
+  'feedback',
+  'workshop',
+  'delivery',
+  'payment',
+  'launch',
+  'survey',
+  'migration',
+  'quarterly',
+  'proposal',
+  'schedule',
+  'interview',
+  'backup',
+  'outage',
+  'conference',
+  'shipment',
+  'reminder',
+  'summary',
+  'onboarding',
+  'review',
+  'planning',
+  'webinar',
+  'receipt',
+  'license',
+  'update',
+  'question',
+  'request',
+  'agenda',
 ];
 const WORDS = (
   'the a to and of for in on with about please let me know if you have any questions thanks regards attached ' +
@@ -87,7 +124,14 @@ interface Fixture {
   accounts: { id: string; email: string }[];
   senders: string[];
   file: string;
-  counts: { emails: number; memberships: number; participants: number; unread: number; starred: number; attachments: number };
+  counts: {
+    emails: number;
+    memberships: number;
+    participants: number;
+    unread: number;
+    starred: number;
+    attachments: number;
+  };
   loadSeconds: number;
 }
 
@@ -114,21 +158,100 @@ function load(file: string): Fixture {
 
   const insert = (table: string, columns: string[], verb = 'INSERT') =>
     db.prepare(`${verb} INTO ${table} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`);
-  const account = insert('accounts', ['id', 'provider', 'email', 'display_name', 'user_id', 'imap_host', 'imap_port', 'imap_encryption',
-    'smtp_host', 'smtp_port', 'smtp_encryption', 'smtp_user', 'credentials', 'status', 'initial_sync', 'created_at', 'connected_at', 'updated_at']);
-  const folder = insert('folders', ['id', 'account_id', 'provider_id', 'name', 'role', 'parent_id', 'delimiter', 'total_count', 'created_at', 'updated_at']);
-  const emailColumns = ['id', 'account_id', 'identity', 'thread_id', 'provider_id', 'message_id', 'in_reply_to', 'references_json', 'date',
-    'date_ms', 'subject', 'snippet', 'from_json', 'to_json', 'cc_json', 'bcc_json', 'reply_to_json', 'from_address', 'body_html',
-    'body_plain', 'body_key', 'headers_json', 'raw_key', 'size', 'has_attachments', 'unread', 'starred', 'is_draft', 'role', 'origin',
-    'tracking_id', 'draft_id', 'created_at', 'updated_at'];
+  const account = insert('accounts', [
+    'id',
+    'provider',
+    'email',
+    'display_name',
+    'user_id',
+    'imap_host',
+    'imap_port',
+    'imap_encryption',
+    'smtp_host',
+    'smtp_port',
+    'smtp_encryption',
+    'smtp_user',
+    'credentials',
+    'status',
+    'initial_sync',
+    'created_at',
+    'connected_at',
+    'updated_at',
+  ]);
+  const folder = insert('folders', [
+    'id',
+    'account_id',
+    'provider_id',
+    'name',
+    'role',
+    'parent_id',
+    'delimiter',
+    'total_count',
+    'created_at',
+    'updated_at',
+  ]);
+  const emailColumns = [
+    'id',
+    'account_id',
+    'identity',
+    'thread_id',
+    'provider_id',
+    'message_id',
+    'in_reply_to',
+    'references_json',
+    'date',
+    'date_ms',
+    'subject',
+    'snippet',
+    'from_json',
+    'to_json',
+    'cc_json',
+    'bcc_json',
+    'reply_to_json',
+    'from_address',
+    'body_html',
+    'body_plain',
+    'body_key',
+    'headers_json',
+    'raw_key',
+    'size',
+    'has_attachments',
+    'unread',
+    'starred',
+    'is_draft',
+    'role',
+    'origin',
+    'tracking_id',
+    'draft_id',
+    'created_at',
+    'updated_at',
+  ];
   const email = insert('emails', emailColumns);
   const membership = insert('email_folders', ['email_id', 'folder_id', 'account_id', 'uid']);
   const participant = insert('email_participants', ['email_id', 'account_id', 'kind', 'address'], 'INSERT OR IGNORE');
-  const attachment = insert('attachments', ['id', 'email_id', 'account_id', 'name', 'extension', 'size', 'mime', 'cid', 'inline', 'blob_key']);
+  const attachment = insert('attachments', [
+    'id',
+    'email_id',
+    'account_id',
+    'name',
+    'extension',
+    'size',
+    'mime',
+    'cid',
+    'inline',
+    'blob_key',
+  ]);
   const search = insert('email_search', ['email_id', 'account_id']);
   const fts = insert('emails_fts', ['rowid', 'subject', 'body', 'participants']);
   const threadKey = insert('thread_keys', ['account_id', 'key', 'email_id'], 'INSERT OR IGNORE');
-  const contact = insert('contacts', ['account_id', 'identifier', 'display_name', 'emails_count', 'last_email_at', 'last_email_ms']);
+  const contact = insert('contacts', [
+    'account_id',
+    'identifier',
+    'display_name',
+    'emails_count',
+    'last_email_at',
+    'last_email_ms',
+  ]);
 
   db.exec('BEGIN');
   try {
@@ -136,8 +259,26 @@ function load(file: string): Fixture {
       const accountId = newId('account', now - 400 * DAY + a);
       const address = `user${a}@example.test`;
       accounts.push({ id: accountId, email: address });
-      account.run(accountId, 'imap', address, `User ${a}`, address, 'imap.example.test', 993, 'SSL', 'smtp.example.test', 587, 'STARTTLS',
-        address, 'bench-placeholder-not-decryptable', 'running', 'completed', nowIso, nowIso, nowIso);
+      account.run(
+        accountId,
+        'imap',
+        address,
+        `User ${a}`,
+        address,
+        'imap.example.test',
+        993,
+        'SSL',
+        'smtp.example.test',
+        587,
+        'STARTTLS',
+        address,
+        'bench-placeholder-not-decryptable',
+        'running',
+        'completed',
+        nowIso,
+        nowIso,
+        nowIso,
+      );
       const folderIds = FOLDERS.map((f) => {
         const id = newId('folder');
         folder.run(id, accountId, f.path, f.path, f.role, null, '/', 0, nowIso, nowIso);
@@ -148,7 +289,9 @@ function load(file: string): Fixture {
 
       // Oldest first, so a reply can name an earlier message of the same mailbox.
       const perAccount = Math.floor(EMAILS / ACCOUNTS) + (a < EMAILS % ACCOUNTS ? 1 : 0);
-      const dates = Array.from({ length: perAccount }, () => now - Math.floor(rand() * 365 * DAY)).sort((x, y) => x - y);
+      const dates = Array.from({ length: perAccount }, () => now - Math.floor(rand() * 365 * DAY)).sort(
+        (x, y) => x - y,
+      );
       const earlier: { messageId: string; threadId: string; subject: string }[] = [];
       for (const [i, dateMs] of dates.entries()) {
         const r = rand();
@@ -162,8 +305,13 @@ function load(file: string): Fixture {
         const to = outgoing ? [{ address: senders[k]!, name: senderName(k) }] : [{ address, name: `User ${a}` }];
         const cc = rand() < 0.1 ? [{ address: senders[(k + 7) % SENDERS]!, name: senderName((k + 7) % SENDERS) }] : [];
 
-        const reply = earlier.length > 0 && rand() < 0.2 ? earlier[Math.max(0, earlier.length - 1 - Math.floor(rand() * 200))]! : null;
-        const subject = reply ? `Re: ${reply.subject.replace(/^Re: /, '')}` : `${pick(TOPICS)} ${pick(TOPICS)}: ${words(4)}`;
+        const reply =
+          earlier.length > 0 && rand() < 0.2
+            ? earlier[Math.max(0, earlier.length - 1 - Math.floor(rand() * 200))]!
+            : null;
+        const subject = reply
+          ? `Re: ${reply.subject.replace(/^Re: /, '')}`
+          : `${pick(TOPICS)} ${pick(TOPICS)}: ${words(4)}`;
         const body = `Hi,\n\n${words(40 + Math.floor(rand() * 60))}.\n\n${from.name}`;
         const messageId = `<${createHash('sha1').update(`${a}-${i}`).digest('hex').slice(0, 20)}@${outgoing ? 'example.test' : 'remote.test'}>`;
         const threadId = reply ? reply.threadId : newId('thread', dateMs);
@@ -178,38 +326,92 @@ function load(file: string): Fixture {
         const date = new Date(dateMs).toISOString();
         const headers = [
           { name: 'Return-Path', value: `<${from.address}>` },
-          { name: 'Received', value: `from mx.remote.test by mail.example.test with ESMTPS; ${new Date(dateMs).toUTCString()}` },
+          {
+            name: 'Received',
+            value: `from mx.remote.test by mail.example.test with ESMTPS; ${new Date(dateMs).toUTCString()}`,
+          },
           { name: 'From', value: `${from.name} <${from.address}>` },
           { name: 'To', value: to.map((t) => `${t.name} <${t.address}>`).join(', ') },
           ...(cc.length ? [{ name: 'Cc', value: `${cc[0]!.name} <${cc[0]!.address}>` }] : []),
           { name: 'Subject', value: subject },
           { name: 'Date', value: new Date(dateMs).toUTCString() },
           { name: 'Message-ID', value: messageId },
-          ...(reply ? [{ name: 'In-Reply-To', value: reply.messageId }, { name: 'References', value: reply.messageId }] : []),
+          ...(reply
+            ? [
+                { name: 'In-Reply-To', value: reply.messageId },
+                { name: 'References', value: reply.messageId },
+              ]
+            : []),
           { name: 'MIME-Version', value: '1.0' },
-          { name: 'Content-Type', value: hasAttachments ? 'multipart/mixed; boundary="b1"' : 'multipart/alternative; boundary="b0"' },
+          {
+            name: 'Content-Type',
+            value: hasAttachments ? 'multipart/mixed; boundary="b1"' : 'multipart/alternative; boundary="b0"',
+          },
         ];
 
         email.run(
-          id, accountId, identity, threadId, null, messageId, reply?.messageId ?? null, JSON.stringify(reply ? [reply.messageId] : []), date,
-          dateMs, subject, body.replace(/\s+/g, ' ').slice(0, 200), JSON.stringify(from), JSON.stringify(to), JSON.stringify(cc), '[]', '[]',
-          from.address, `<div dir="ltr">${body.replace(/\n/g, '<br>')}</div>`, body, null, JSON.stringify(headers),
-          `raw/${accountId}/${digest}.eml`, 2_000 + body.length * 2 + hasAttachments * 50_000, hasAttachments, unread, starred, 0,
-          mainRole(folders.map((x) => FOLDERS[x]!.role)), 'external', null, null, date, date,
+          id,
+          accountId,
+          identity,
+          threadId,
+          null,
+          messageId,
+          reply?.messageId ?? null,
+          JSON.stringify(reply ? [reply.messageId] : []),
+          date,
+          dateMs,
+          subject,
+          body.replace(/\s+/g, ' ').slice(0, 200),
+          JSON.stringify(from),
+          JSON.stringify(to),
+          JSON.stringify(cc),
+          '[]',
+          '[]',
+          from.address,
+          `<div dir="ltr">${body.replace(/\n/g, '<br>')}</div>`,
+          body,
+          null,
+          JSON.stringify(headers),
+          `raw/${accountId}/${digest}.eml`,
+          2_000 + body.length * 2 + hasAttachments * 50_000,
+          hasAttachments,
+          unread,
+          starred,
+          0,
+          mainRole(folders.map((x) => FOLDERS[x]!.role)),
+          'external',
+          null,
+          null,
+          date,
+          date,
         );
         for (const x of folders) {
           membership.run(id, folderIds[x]!, accountId, uids[x]!++);
           counts.memberships++;
         }
-        for (const [kind, list] of [['from', [from]], ['to', to], ['cc', cc]] as const) {
+        for (const [kind, list] of [
+          ['from', [from]],
+          ['to', to],
+          ['cc', cc],
+        ] as const) {
           for (const p of list) {
             participant.run(id, accountId, kind, p.address);
             counts.participants++;
           }
         }
         if (hasAttachments) {
-          attachment.run(newId('attachment'), id, accountId, `${pick(TOPICS)}.pdf`, 'pdf', 48_000, 'application/pdf', null, 0,
-            `att/${accountId}/${digest}/0`);
+          attachment.run(
+            newId('attachment'),
+            id,
+            accountId,
+            `${pick(TOPICS)}.pdf`,
+            'pdf',
+            48_000,
+            'application/pdf',
+            null,
+            0,
+            `att/${accountId}/${digest}/0`,
+          );
         }
         const { lastInsertRowid } = search.run(id, accountId);
         fts.run(lastInsertRowid, subject, body, [from, ...to, ...cc].map((p) => `${p.name} ${p.address}`).join(' '));
@@ -223,8 +425,11 @@ function load(file: string): Fixture {
         counts.starred += starred;
         counts.attachments += hasAttachments;
       }
-      for (const [k, c] of contacts) contact.run(accountId, senders[k]!, senderName(k), c.count, new Date(c.last).toISOString(), c.last);
-      db.prepare('UPDATE folders SET total_count = (SELECT COUNT(*) FROM email_folders ef WHERE ef.folder_id = folders.id) WHERE account_id = ?').run(accountId);
+      for (const [k, c] of contacts)
+        contact.run(accountId, senders[k]!, senderName(k), c.count, new Date(c.last).toISOString(), c.last);
+      db.prepare(
+        'UPDATE folders SET total_count = (SELECT COUNT(*) FROM email_folders ef WHERE ef.folder_id = folders.id) WHERE account_id = ?',
+      ).run(accountId);
     }
     db.exec('COMMIT');
   } catch (err) {
@@ -262,7 +467,8 @@ async function timeHttp(service: Service, scenario: Scenario): Promise<Timed> {
     const response = await fetch(`${service.base}/api/v1/emails?${qs}`, { headers: { 'X-API-KEY': service.adminKey } });
     const text = await response.text();
     const elapsed = performance.now() - t0;
-    if (response.status !== 200) throw new Error(`${scenario.label}: GET /emails?${qs} answered ${response.status}: ${text.slice(0, 300)}`);
+    if (response.status !== 200)
+      throw new Error(`${scenario.label}: GET /emails?${qs} answered ${response.status}: ${text.slice(0, 300)}`);
     const body = JSON.parse(text) as { data: unknown[]; cursor: string | null };
     cursor = body.cursor;
     if (i < 0) continue;
@@ -304,11 +510,17 @@ async function measure(service: Service, db: DatabaseSync, scenarios: Scenario[]
     const d = stats(direct);
     const cursorPages = timed.queries.filter((q) => q.includes('cursor=')).length;
     const meanRows = timed.rows.reduce((a, b) => a + b, 0) / timed.rows.length;
-    console.log(`${scenario.label}  (${ITERATIONS} requests after ${WARMUP} warm-up, ${cursorPages} with a cursor, ${meanRows.toFixed(1)} emails/page on average)`);
+    console.log(
+      `${scenario.label}  (${ITERATIONS} requests after ${WARMUP} warm-up, ${cursorPages} with a cursor, ${meanRows.toFixed(1)} emails/page on average)`,
+    );
     console.log(`  HTTP GET /emails (Worker + D1): p50 ${ms(h.p50)}, p99 ${ms(h.p99)}, mean ${ms(h.mean)}`);
     console.log(`  same SQL on the SQLite file:    p50 ${ms(d.p50)}, p99 ${ms(d.p99)}, mean ${ms(d.mean)}`);
-    console.log(`  ratio HTTP/direct:              p50 ${(h.p50 / d.p50).toFixed(1)}x, p99 ${(h.p99 / d.p99).toFixed(1)}x`);
-    console.log(`  plan (first page): ${plan(db, timed.queries.find((q) => !q.includes('cursor=')) ?? timed.queries[0]!).join(' | ')}`);
+    console.log(
+      `  ratio HTTP/direct:              p50 ${(h.p50 / d.p50).toFixed(1)}x, p99 ${(h.p99 / d.p99).toFixed(1)}x`,
+    );
+    console.log(
+      `  plan (first page): ${plan(db, timed.queries.find((q) => !q.includes('cursor=')) ?? timed.queries[0]!).join(' | ')}`,
+    );
   }
 }
 
@@ -326,9 +538,14 @@ export async function run(): Promise<void> {
     );
 
     // The Worker must see them: count every account's emails through the API before timing anything.
-    const listed = await service.api<{ data: unknown[] }>('GET', `/emails?account_id=${fixture.accounts[0]!.id}&limit=250`);
+    const listed = await service.api<{ data: unknown[] }>(
+      'GET',
+      `/emails?account_id=${fixture.accounts[0]!.id}&limit=250`,
+    );
     if (listed.status !== 200 || listed.body.data.length !== 250) {
-      throw new Error(`the Worker does not see the loaded emails: ${listed.status} ${JSON.stringify(listed.body).slice(0, 300)}`);
+      throw new Error(
+        `the Worker does not see the loaded emails: ${listed.status} ${JSON.stringify(listed.body).slice(0, 300)}`,
+      );
     }
     console.log(`the API lists them (a first page of ${listed.body.data.length})`);
 
@@ -346,12 +563,19 @@ export async function run(): Promise<void> {
       },
       {
         label: 'from= + after= (last 180 days) + has_attachments=true, limit 100',
-        query: (i) => ({ from: fixture.senders[(((Math.floor(i / 2) % 10) + 10) % 10) * 3]!, after, has_attachments: 'true' }),
+        query: (i) => ({
+          from: fixture.senders[(((Math.floor(i / 2) % 10) + 10) % 10) * 3]!,
+          after,
+          has_attachments: 'true',
+        }),
         followCursor: cursorEveryOther,
       },
       {
         label: 'q= (full-text) + account_id, limit 100',
-        query: (i) => ({ account_id: accountOf(Math.floor(i / 2)), q: terms[((Math.floor(i / 2) % terms.length) + terms.length) % terms.length]! }),
+        query: (i) => ({
+          account_id: accountOf(Math.floor(i / 2)),
+          q: terms[((Math.floor(i / 2) % terms.length) + terms.length) % terms.length]!,
+        }),
         followCursor: cursorEveryOther,
       },
     ];

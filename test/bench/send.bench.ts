@@ -36,13 +36,21 @@ export async function run(): Promise<void> {
       }),
     );
     const sendSeconds = (performance.now() - t0) / 1000;
-    await eventually(() => {
-      const row = service.query<{ n: number }>("SELECT COUNT(*) AS n FROM emails WHERE account_id = ? AND origin = 'api'", account.id)[0];
-      return (row?.n ?? 0) >= COUNT - failed;
-    }, { what: 'the Sent copies', timeoutMs: 600_000, intervalMs: 200 });
+    await eventually(
+      () => {
+        const row = service.query<{ n: number }>(
+          "SELECT COUNT(*) AS n FROM emails WHERE account_id = ? AND origin = 'api'",
+          account.id,
+        )[0];
+        return (row?.n ?? 0) >= COUNT - failed;
+      },
+      { what: 'the Sent copies', timeoutMs: 600_000, intervalMs: 200 },
+    );
     const syncedSeconds = (performance.now() - t0) / 1000;
 
-    console.log(`sent ${COUNT - failed} of ${COUNT} (concurrency ${CONCURRENCY}) in ${sendSeconds.toFixed(2)} s = ${((COUNT - failed) / sendSeconds).toFixed(1)} sends/s (SMTP + Sent copy)`);
+    console.log(
+      `sent ${COUNT - failed} of ${COUNT} (concurrency ${CONCURRENCY}) in ${sendSeconds.toFixed(2)} s = ${((COUNT - failed) / sendSeconds).toFixed(1)} sends/s (SMTP + Sent copy)`,
+    );
     console.log(`all Sent copies synced as origin api after ${syncedSeconds.toFixed(2)} s`);
   } finally {
     await service.stop();

@@ -38,7 +38,9 @@ export async function run(): Promise<void> {
     const imap = await openImap(mail.info(), 'alice');
     const t0 = performance.now();
     for (let i = 0; i < COUNT; i += 200) {
-      await Promise.all(Array.from({ length: Math.min(200, COUNT - i) }, (_, k) => imap.append('INBOX', message(i + k), [])));
+      await Promise.all(
+        Array.from({ length: Math.min(200, COUNT - i) }, (_, k) => imap.append('INBOX', message(i + k), [])),
+      );
     }
     console.log(`filled INBOX with ${COUNT} messages in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 
@@ -46,7 +48,13 @@ export async function run(): Promise<void> {
     await imap.mailboxOpen('INBOX');
     const f0 = performance.now();
     let fetched = 0;
-    for await (const msg of imap.fetch('1:*', { uid: true, flags: true, internalDate: true, size: true, source: true })) {
+    for await (const msg of imap.fetch('1:*', {
+      uid: true,
+      flags: true,
+      internalDate: true,
+      size: true,
+      source: true,
+    })) {
       if (msg.source) fetched++;
     }
     const fetchSeconds = (performance.now() - f0) / 1000;
@@ -55,17 +63,27 @@ export async function run(): Promise<void> {
     // The sync: a gateway starts and catches up; done when the API lists every message.
     const s0 = performance.now();
     gateway = service.startGateway('bench-gw', { NODE_EXTRA_CA_CERTS: mail.caFile });
-    await eventually(async () => {
-      const row = service.query<{ n: number }>('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?', account.id)[0];
-      return (row?.n ?? 0) >= COUNT;
-    }, { what: `${COUNT} emails in D1`, timeoutMs: 1_800_000, intervalMs: 200 });
+    await eventually(
+      async () => {
+        const row = service.query<{ n: number }>(
+          'SELECT COUNT(*) AS n FROM emails WHERE account_id = ?',
+          account.id,
+        )[0];
+        return (row?.n ?? 0) >= COUNT;
+      },
+      { what: `${COUNT} emails in D1`, timeoutMs: 1_800_000, intervalMs: 200 },
+    );
     const syncSeconds = (performance.now() - s0) / 1000;
     const listed = (await service.api('GET', `/emails?account_id=${account.id}&limit=1`)).body.data.length;
 
     const syncRate = COUNT / syncSeconds;
     const fetchRate = fetched / fetchSeconds;
-    console.log(`raw imapflow fetch: ${fetched} messages in ${fetchSeconds.toFixed(2)} s = ${fetchRate.toFixed(0)} msg/s`);
-    console.log(`sync into the API:  ${COUNT} messages in ${syncSeconds.toFixed(2)} s = ${syncRate.toFixed(0)} msg/s (API answers: ${listed === 1 ? 'yes' : 'no'})`);
+    console.log(
+      `raw imapflow fetch: ${fetched} messages in ${fetchSeconds.toFixed(2)} s = ${fetchRate.toFixed(0)} msg/s`,
+    );
+    console.log(
+      `sync into the API:  ${COUNT} messages in ${syncSeconds.toFixed(2)} s = ${syncRate.toFixed(0)} msg/s (API answers: ${listed === 1 ? 'yes' : 'no'})`,
+    );
     console.log(`ratio sync/raw: ${(syncRate / fetchRate).toFixed(3)}`);
   } finally {
     await service.stop();

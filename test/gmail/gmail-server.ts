@@ -44,7 +44,10 @@ type MessageHandler = (connection: unknown, message: HoodiecrowMessage, mailbox:
 interface HoodiecrowServer {
   server: Server;
   fetchHandlers: Record<string, FetchHandler>;
-  searchHandlers: Record<string, (connection: unknown, message: HoodiecrowMessage, sequence: number, value: string) => boolean>;
+  searchHandlers: Record<
+    string,
+    (connection: unknown, message: HoodiecrowMessage, sequence: number, value: string) => boolean
+  >;
   messageHandlers: MessageHandler[];
   registerCapability(name: string): void;
   getMailbox(path: string): HoodiecrowMailbox | undefined;
@@ -206,7 +209,11 @@ export async function startGmail(
         const message: HoodiecrowMessage = {
           ...template,
           flags: [...flags, ...(labels.includes('\\Starred') ? ['\\Flagged'] : [])],
-          ...(ids ? { 'X-GM-MSGID': ids.msgid, 'X-GM-THRID': ids.thrid } : threadOf ? { 'X-GM-THRID': threadOf.thrid } : {}),
+          ...(ids
+            ? { 'X-GM-MSGID': ids.msgid, 'X-GM-THRID': ids.thrid }
+            : threadOf
+              ? { 'X-GM-THRID': threadOf.thrid }
+              : {}),
         };
         uids[path] = put(path, message);
         ids ??= { msgid: message['X-GM-MSGID']!, thrid: message['X-GM-THRID']! };

@@ -133,19 +133,20 @@ export async function deliver(info: MailServerInfo, opts: DeliverOptions): Promi
   // Remember where the Postfix log ends so we only scan what this delivery adds.
   const logOffset = opts.wait === false ? 0 : fileSize(info.postfixLog);
   try {
-    const message: Mail.Options = opts.raw !== undefined
-      ? { envelope: { from: opts.from, to }, raw: opts.raw }
-      : {
-          from: opts.from,
-          to,
-          subject: opts.subject ?? '(no subject)',
-          text: opts.text,
-          html: opts.html,
-          attachments: opts.attachments,
-          headers: opts.headers,
-          messageId: opts.messageId,
-          date: opts.date,
-        };
+    const message: Mail.Options =
+      opts.raw !== undefined
+        ? { envelope: { from: opts.from, to }, raw: opts.raw }
+        : {
+            from: opts.from,
+            to,
+            subject: opts.subject ?? '(no subject)',
+            text: opts.text,
+            html: opts.html,
+            attachments: opts.attachments,
+            headers: opts.headers,
+            messageId: opts.messageId,
+            date: opts.date,
+          };
     const sent = await transport.sendMail(message);
     const response = String(sent.response ?? '');
     const queueId = /queued as ([0-9A-Za-z]+)/.exec(response)?.[1];
@@ -223,7 +224,11 @@ export function imapClient(info: MailServerInfo, user: string | MailUser, opts: 
 }
 
 /** Connect and log in an ImapFlow client for a user (`'alice'`, an email, or a MailUser). */
-export async function openImap(info: MailServerInfo, user: string | MailUser, opts: OpenImapOptions = {}): Promise<ImapFlow> {
+export async function openImap(
+  info: MailServerInfo,
+  user: string | MailUser,
+  opts: OpenImapOptions = {},
+): Promise<ImapFlow> {
   const client = imapClient(info, user, opts);
   await client.connect();
   return client;

@@ -9,7 +9,8 @@ import { describe, expect, inject, it } from 'vitest';
 import { deliver, findUser, openImap } from './client.ts';
 
 const mail = inject('mailserver');
-if (!mail) throw new Error("no 'mailserver' provided: add test/mailserver/global-setup.ts to this vitest project's globalSetup");
+if (!mail)
+  throw new Error("no 'mailserver' provided: add test/mailserver/global-setup.ts to this vitest project's globalSetup");
 
 /** Does a TLS connection to IMAPS verify with the process' default CA list? */
 function verifiesByDefault(): Promise<boolean> {

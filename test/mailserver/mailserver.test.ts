@@ -105,19 +105,25 @@ describe('Dovecot IMAP', () => {
 
   it('rejects a wrong password', async () => {
     const c = imapClient(server, 'alice', { password: 'not-the-password' });
-    const err = await c.connect().then(() => null, (e: unknown) => e);
+    const err = await c.connect().then(
+      () => null,
+      (e: unknown) => e,
+    );
     c.close();
     expect(err).toMatchObject({ authenticationFailed: true });
   });
 
   it('rejects the certificate when the CA is not trusted (TLS is really verified)', async () => {
     const c = imapClient(server, 'alice', { tls: { ca: [] } });
-    const err = await c.connect().then(() => null, (e: unknown) => e);
+    const err = await c.connect().then(
+      () => null,
+      (e: unknown) => e,
+    );
     c.close();
     expect(String((err as Error | null)?.message ?? err)).toMatch(/certificate|self.signed|issuer/i);
   });
 
-  it('trustTestCa() adds the CA to this process\' default trust store', async () => {
+  it("trustTestCa() adds the CA to this process' default trust store", async () => {
     const verifies = () =>
       new Promise<boolean>((resolve) => {
         const s = tls.connect({ host: server.host, port: server.imapPort }, () => {
@@ -169,7 +175,13 @@ describe('Postfix delivery', () => {
 
     const exists = nextExists(c, before + 1);
     const subject = `idle test ${Date.now()}`;
-    const sent = await server.deliver({ from: 'someone@remote.test', to: 'alice@example.test', subject, text: 'hello', wait: false });
+    const sent = await server.deliver({
+      from: 'someone@remote.test',
+      to: 'alice@example.test',
+      subject,
+      text: 'hello',
+      wait: false,
+    });
     const accepted = Date.now(); // Postfix answered 250 queued
     expect(sent.queueId).toMatch(/^[0-9A-F]+$/);
     await exists;
@@ -183,7 +195,12 @@ describe('Postfix delivery', () => {
   it('deliver() waits for final delivery by default (message is fetchable right after)', async () => {
     const subject = `wait test ${Date.now()}`;
     const t = Date.now();
-    await server.deliver({ from: 'someone@remote.test', to: ['dave@example.test', 'erin@example.test'], subject, text: 'x' });
+    await server.deliver({
+      from: 'someone@remote.test',
+      to: ['dave@example.test', 'erin@example.test'],
+      subject,
+      text: 'x',
+    });
     console.log(`deliver() incl. waiting for LMTP delivery to 2 users: ${Date.now() - t} ms`);
     expect(await subjectsIn('dave')).toContain(subject);
     expect(await subjectsIn('erin')).toContain(subject);
@@ -214,8 +231,12 @@ describe('Postfix delivery', () => {
   });
 
   it('rejects unknown local recipients and refuses to relay from the MX port', async () => {
-    await expect(server.deliver({ from: 'a@remote.test', to: 'nobody@example.test', text: 'x' })).rejects.toThrow(/550.*(unknown|rejected)/i);
-    await expect(server.deliver({ from: 'a@remote.test', to: 'victim@elsewhere.test', text: 'x' })).rejects.toThrow(/Relay access denied/);
+    await expect(server.deliver({ from: 'a@remote.test', to: 'nobody@example.test', text: 'x' })).rejects.toThrow(
+      /550.*(unknown|rejected)/i,
+    );
+    await expect(server.deliver({ from: 'a@remote.test', to: 'victim@elsewhere.test', text: 'x' })).rejects.toThrow(
+      /Relay access denied/,
+    );
   });
 
   it('accepts a 30 MB message', async () => {
@@ -267,7 +288,9 @@ describe('Postfix submission', () => {
       requireTLS: true,
       tls: { ca: readCa(server) },
     });
-    await expect(anon.sendMail({ from: 'alice@example.test', to: 'bob@example.test', text: 'x' })).rejects.toThrow(/554 5\.7\.1 .*Access denied/);
+    await expect(anon.sendMail({ from: 'alice@example.test', to: 'bob@example.test', text: 'x' })).rejects.toThrow(
+      /554 5\.7\.1 .*Access denied/,
+    );
     anon.close();
 
     const wrong = nodemailer.createTransport({
@@ -277,7 +300,9 @@ describe('Postfix submission', () => {
       auth: { user: 'alice', pass: 'wrong' },
       tls: { ca: readCa(server) },
     });
-    await expect(wrong.sendMail({ from: 'alice@example.test', to: 'bob@example.test', text: 'x' })).rejects.toMatchObject({ code: 'EAUTH' });
+    await expect(
+      wrong.sendMail({ from: 'alice@example.test', to: 'bob@example.test', text: 'x' }),
+    ).rejects.toMatchObject({ code: 'EAUTH' });
     wrong.close();
   });
 
@@ -288,7 +313,9 @@ describe('Postfix submission', () => {
       ignoreTLS: true,
       auth: { user: 'alice', pass: 'alice-password' },
     });
-    await expect(plain.sendMail({ from: 'alice@example.test', to: 'bob@example.test', text: 'x' })).rejects.toThrow(/530 5\.7\.0 Must issue a STARTTLS command first/);
+    await expect(plain.sendMail({ from: 'alice@example.test', to: 'bob@example.test', text: 'x' })).rejects.toThrow(
+      /530 5\.7\.0 Must issue a STARTTLS command first/,
+    );
     plain.close();
   });
 
@@ -320,7 +347,13 @@ describe('Dovecot restart', () => {
 
     // Postfix still accepts and queues (LMTP fails -> deferred).
     const during = `during outage ${Date.now()}`;
-    const queued = await server.deliver({ from: 'x@remote.test', to: 'erin@example.test', subject: during, text: 'x', wait: false });
+    const queued = await server.deliver({
+      from: 'x@remote.test',
+      to: 'erin@example.test',
+      subject: during,
+      text: 'x',
+      wait: false,
+    });
 
     await server.startDovecot();
     expect(await portAccepts(server.imapPort)).toBe(true);

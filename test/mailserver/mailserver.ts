@@ -24,7 +24,14 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { deliver as deliverVia, layout, type DeliverOptions, type DeliverResult, type MailServerInfo, type MailUser } from './client.ts';
+import {
+  deliver as deliverVia,
+  layout,
+  type DeliverOptions,
+  type DeliverResult,
+  type MailServerInfo,
+  type MailUser,
+} from './client.ts';
 
 export type { MailUser, MailServerInfo, DeliverOptions, DeliverResult } from './client.ts';
 
@@ -74,11 +81,19 @@ const REQUIRED_BINARIES = [DOVECOT, '/usr/lib/dovecot/imap', '/usr/lib/dovecot/l
 export async function ensureMailPackages(): Promise<void> {
   if (REQUIRED_BINARIES.every((f) => fs.existsSync(f))) return;
   if (process.getuid?.() !== 0) {
-    throw new Error(`Dovecot/Postfix missing (${REQUIRED_BINARIES.join(', ')}) and not root: apt-get install dovecot-imapd dovecot-lmtpd postfix`);
+    throw new Error(
+      `Dovecot/Postfix missing (${REQUIRED_BINARIES.join(', ')}) and not root: apt-get install dovecot-imapd dovecot-lmtpd postfix`,
+    );
   }
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  await run('sh', ['-c', 'echo "postfix postfix/main_mailer_type select No configuration" | debconf-set-selections'], { env });
-  const install = () => run('apt-get', ['install', '-y', '--no-install-recommends', 'dovecot-imapd', 'dovecot-lmtpd', 'postfix'], { env, timeout: 600_000 });
+  await run('sh', ['-c', 'echo "postfix postfix/main_mailer_type select No configuration" | debconf-set-selections'], {
+    env,
+  });
+  const install = () =>
+    run('apt-get', ['install', '-y', '--no-install-recommends', 'dovecot-imapd', 'dovecot-lmtpd', 'postfix'], {
+      env,
+      timeout: 600_000,
+    });
   try {
     await install();
   } catch {
@@ -184,7 +199,8 @@ async function startOnce(opts: StartOptions, ports: Ports): Promise<MailServer> 
   const users = (opts.users ?? DEFAULT_USERS).map((n) => mkUser(n.toLowerCase()));
   const sink = mkUser('sink');
   for (const u of users) {
-    if (!/^[a-z0-9][a-z0-9._-]*$/.test(u.user) || u.user === sink.user) throw new Error(`invalid test user name: ${u.user}`);
+    if (!/^[a-z0-9][a-z0-9._-]*$/.test(u.user) || u.user === sink.user)
+      throw new Error(`invalid test user name: ${u.user}`);
   }
   if (!/^[a-z0-9.-]+$/.test(domain)) throw new Error(`invalid test domain: ${domain}`);
   const mailUid = lookupId('/etc/passwd', 'mail');
@@ -195,7 +211,17 @@ async function startOnce(opts: StartOptions, ports: Ports): Promise<MailServer> 
   fs.chmodSync(dir, 0o755);
 
   const { caFile, postfixLog, dovecotLog } = layout(dir);
-  const info: MailServerInfo = { host: '127.0.0.1', ...ports, caFile, domain, users, sink, dir, postfixLog, dovecotLog };
+  const info: MailServerInfo = {
+    host: '127.0.0.1',
+    ...ports,
+    caFile,
+    domain,
+    users,
+    sink,
+    dir,
+    postfixLog,
+    dovecotLog,
+  };
 
   const d = {
     root: path.join(dir, 'dovecot'),
@@ -220,14 +246,17 @@ async function startOnce(opts: StartOptions, ports: Ports): Promise<MailServer> 
 
   try {
     debug(`dir ${dir}`);
-    for (const x of [d.root, p.conf, p.queue, p.data, mailRoot, path.join(dir, 'tls')]) fs.mkdirSync(x, { recursive: true });
+    for (const x of [d.root, p.conf, p.queue, p.data, mailRoot, path.join(dir, 'tls')])
+      fs.mkdirSync(x, { recursive: true });
     fs.chownSync(mailRoot, mailUid, mailGid);
     const tls = await makeCertificates(path.join(dir, 'tls'), domain);
 
     // passwd-file: user:{scheme}password:uid:gid:gecos:home:shell
     fs.writeFileSync(
       d.users,
-      [...users, sink].map((u) => `${u.user}:{PLAIN}${u.password}:${mailUid}:${mailGid}::${path.join(mailRoot, u.user)}::\n`).join(''),
+      [...users, sink]
+        .map((u) => `${u.user}:{PLAIN}${u.password}:${mailUid}:${mailGid}::${path.join(mailRoot, u.user)}::\n`)
+        .join(''),
       { mode: 0o640 },
     );
     fs.chownSync(d.users, 0, lookupId('/etc/group', 'dovecot'));
@@ -235,7 +264,10 @@ async function startOnce(opts: StartOptions, ports: Ports): Promise<MailServer> 
 
     const lmtpSocket = path.join(d.run, 'lmtp');
     const authSocket = path.join(d.run, 'auth-postfix');
-    fs.writeFileSync(path.join(p.conf, 'main.cf'), postfixMainCf({ p, domain, tls, postfixLog, lmtpSocket, authSocket, dir }));
+    fs.writeFileSync(
+      path.join(p.conf, 'main.cf'),
+      postfixMainCf({ p, domain, tls, postfixLog, lmtpSocket, authSocket, dir }),
+    );
     fs.writeFileSync(path.join(p.conf, 'master.cf'), postfixMasterCf(ports));
     // texthash: maps need no postmap; the right-hand side is unused for validation.
     fs.writeFileSync(path.join(p.conf, 'vmailbox'), [...users, sink].map((u) => `${u.email} ok\n`).join(''));
@@ -249,7 +281,11 @@ async function startOnce(opts: StartOptions, ports: Ports): Promise<MailServer> 
       if (dovecot && dovecot.exitCode === null && dovecot.signalCode === null) return;
       dovecot = spawnOwned(DOVECOT, ['-F', '-c', d.conf], path.join(d.root, 'stderr.log'));
       const imapPorts = [ports.imapPort, ports.imapPlainPort];
-      await waitUntilReady({ child: dovecot, name: 'dovecot', log: dovecotLog, ports: imapPorts }, [...imapPorts, lmtpSocket, authSocket]);
+      await waitUntilReady({ child: dovecot, name: 'dovecot', log: dovecotLog, ports: imapPorts }, [
+        ...imapPorts,
+        lmtpSocket,
+        authSocket,
+      ]);
     };
     const stopDovecot = async () => {
       const child = dovecot;
@@ -323,7 +359,8 @@ function dovecotConf(c: {
   mailGid: number;
   domain: string;
 }): string {
-  const special = (name: string, flag: string) => `  mailbox ${name} {\n    special_use = \\${flag}\n    auto = subscribe\n  }\n`;
+  const special = (name: string, flag: string) =>
+    `  mailbox ${name} {\n    special_use = \\${flag}\n    auto = subscribe\n  }\n`;
   return `# Generated by test/mailserver/mailserver.ts — do not edit.
 instance_name = mailtest-${path.basename(c.dir)}
 base_dir = ${c.d.run}
@@ -556,7 +593,9 @@ postlog    unix-dgram n - n - 1 postlogd
 function createPostfixDirs(queueDir: string, dataDir: string): void {
   const owner: Record<string, number> = { root: 0, $mail_owner: lookupId('/etc/passwd', 'postfix') };
   const group: Record<string, number> = { '-': 0, root: 0, $setgid_group: lookupId('/etc/group', 'postdrop') };
-  const entries = fs.readFileSync('/etc/postfix/postfix-files', 'utf8').split('\n')
+  const entries = fs
+    .readFileSync('/etc/postfix/postfix-files', 'utf8')
+    .split('\n')
     .map((l) => l.split(':'))
     .filter((f) => f[1] === 'd' && /^\$(queue|data)_directory(\/|$)/.test(f[0] ?? ''));
   if (entries.length < 10) throw new Error('unexpected /etc/postfix/postfix-files');
@@ -564,7 +603,8 @@ function createPostfixDirs(queueDir: string, dataDir: string): void {
     const target = name.replace('$queue_directory', queueDir).replace('$data_directory', dataDir);
     const uid = owner[user];
     const gid = group[grp];
-    if (uid === undefined || gid === undefined || !/^[0-7]+$/.test(mode)) throw new Error(`unexpected entry in postfix-files: ${name}`);
+    if (uid === undefined || gid === undefined || !/^[0-7]+$/.test(mode))
+      throw new Error(`unexpected entry in postfix-files: ${name}`);
     fs.mkdirSync(target, { recursive: true });
     fs.chownSync(target, uid, gid);
     fs.chmodSync(target, parseInt(mode, 8));
@@ -575,19 +615,69 @@ function createPostfixDirs(queueDir: string, dataDir: string): void {
 async function makeCertificates(tlsDir: string, domain: string): Promise<TlsFiles> {
   const f = (n: string) => path.join(tlsDir, n);
   const ssl = (...args: string[]) => run('openssl', args, { cwd: tlsDir });
-  await ssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '3650', '-subj', '/CN=Mailserver Test CA',
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
-    '-keyout', f('ca.key'), '-out', f('ca.pem'));
-  await ssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-subj', '/CN=localhost', '-keyout', f('server.key'), '-out', f('server.csr'));
-  fs.writeFileSync(f('server.ext'), [
-    'basicConstraints=CA:FALSE',
-    'keyUsage=critical,digitalSignature,keyEncipherment',
-    'extendedKeyUsage=serverAuth',
-    `subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:mail.${domain}`,
-    '',
-  ].join('\n'));
-  await ssl('x509', '-req', '-in', f('server.csr'), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial',
-    '-days', '3650', '-sha256', '-extfile', f('server.ext'), '-out', f('server.pem'));
+  await ssl(
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-days',
+    '3650',
+    '-subj',
+    '/CN=Mailserver Test CA',
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
+    '-keyout',
+    f('ca.key'),
+    '-out',
+    f('ca.pem'),
+  );
+  await ssl(
+    'req',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-subj',
+    '/CN=localhost',
+    '-keyout',
+    f('server.key'),
+    '-out',
+    f('server.csr'),
+  );
+  fs.writeFileSync(
+    f('server.ext'),
+    [
+      'basicConstraints=CA:FALSE',
+      'keyUsage=critical,digitalSignature,keyEncipherment',
+      'extendedKeyUsage=serverAuth',
+      `subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:mail.${domain}`,
+      '',
+    ].join('\n'),
+  );
+  await ssl(
+    'x509',
+    '-req',
+    '-in',
+    f('server.csr'),
+    '-CA',
+    f('ca.pem'),
+    '-CAkey',
+    f('ca.key'),
+    '-CAcreateserial',
+    '-days',
+    '3650',
+    '-sha256',
+    '-extfile',
+    f('server.ext'),
+    '-out',
+    f('server.pem'),
+  );
   fs.chmodSync(f('ca.pem'), 0o644);
   return { ca: f('ca.pem'), cert: f('server.pem'), key: f('server.key') };
 }
@@ -595,7 +685,11 @@ async function makeCertificates(tlsDir: string, domain: string): Promise<TlsFile
 // ---------------------------------------------------------------------------
 // Processes
 
-async function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; timeout?: number } = {}): Promise<string> {
+async function run(
+  cmd: string,
+  args: string[],
+  opts: { env?: NodeJS.ProcessEnv; cwd?: string; timeout?: number } = {},
+): Promise<string> {
   try {
     const { stdout } = await execFileP(cmd, args, { timeout: 60_000, maxBuffer: 16 << 20, ...opts });
     return stdout;
@@ -701,7 +795,9 @@ async function waitUntilReady(d: Daemon, endpoints: (number | string)[], timeout
     for (const e of [...pending]) if (await connects(e)) pending.delete(e);
     if (pending.size === 0) return;
     if (Date.now() > deadline) {
-      throw new Error(`${d.name} not ready within ${timeoutMs} ms (waiting for ${[...pending].join(', ')}):\n${tailOf(d.log)}`);
+      throw new Error(
+        `${d.name} not ready within ${timeoutMs} ms (waiting for ${[...pending].join(', ')}):\n${tailOf(d.log)}`,
+      );
     }
     await sleep(20);
   }
@@ -716,7 +812,10 @@ function tailOf(file: string, lines = 30): string {
 }
 
 function lookupId(file: '/etc/passwd' | '/etc/group', name: string): number {
-  const line = fs.readFileSync(file, 'utf8').split('\n').find((l) => l.startsWith(`${name}:`));
+  const line = fs
+    .readFileSync(file, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`${name}:`));
   if (!line) throw new Error(`${name} not found in ${file}`);
   return Number(line.split(':')[2]);
 }

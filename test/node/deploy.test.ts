@@ -7,7 +7,10 @@ import { expect, it } from 'vitest';
 it('builds the deployable bundle with `wrangler deploy --dry-run`', () => {
   const outdir = mkdtempSync(join(tmpdir(), 'mailbox-bundle-'));
   try {
-    const run = spawnSync('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', outdir], { encoding: 'utf8', timeout: 120_000 });
+    const run = spawnSync('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', outdir], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
     expect(run.status, run.stderr + run.stdout).toBe(0);
     const bundle = join(outdir, 'index.js');
     expect(existsSync(bundle)).toBe(true);

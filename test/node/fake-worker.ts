@@ -51,7 +51,12 @@ export interface RecordedStatus {
 export function baselineCursors(folders: FolderInfo[]): FolderCursor[] {
   return folders
     .filter((f) => !f.flags.some((flag) => flag.toLowerCase() === '\\noselect'))
-    .map((f) => ({ path: f.path, uidvalidity: f.uidvalidity, last_uid: Math.max(0, f.uidnext - 1), highest_modseq: f.highest_modseq }));
+    .map((f) => ({
+      path: f.path,
+      uidvalidity: f.uidvalidity,
+      last_uid: Math.max(0, f.uidnext - 1),
+      highest_modseq: f.highest_modseq,
+    }));
 }
 
 export class FakeWorker {
@@ -70,7 +75,9 @@ export class FakeWorker {
     this.secret = opts.secret;
     this.leaseTtlMs = opts.leaseTtlMs ?? 30_000;
     this.#server = createServer((req, res) => {
-      this.#handle(req, res).catch((err: unknown) => send(res, 500, { type: 'errors/unexpected_error', detail: String(err) }));
+      this.#handle(req, res).catch((err: unknown) =>
+        send(res, 500, { type: 'errors/unexpected_error', detail: String(err) }),
+      );
     });
   }
 
@@ -84,8 +91,20 @@ export class FakeWorker {
     await new Promise((resolve) => this.#server.close(resolve));
   }
 
-  addAccount(id: string, config: MailboxConfig, cursors: FolderCursor[] = [], opts: { onlyGateway?: string } = {}): FakeAccount {
-    const account: FakeAccount = { id, config, cursors: new Map(cursors.map((c) => [c.path, c])), holder: null, leaseUntil: 0, onlyGateway: opts.onlyGateway ?? null };
+  addAccount(
+    id: string,
+    config: MailboxConfig,
+    cursors: FolderCursor[] = [],
+    opts: { onlyGateway?: string } = {},
+  ): FakeAccount {
+    const account: FakeAccount = {
+      id,
+      config,
+      cursors: new Map(cursors.map((c) => [c.path, c])),
+      holder: null,
+      leaseUntil: 0,
+      onlyGateway: opts.onlyGateway ?? null,
+    };
     this.accounts.set(id, account);
     return account;
   }
@@ -113,8 +132,13 @@ export class FakeWorker {
     });
   }
 
-  changesOf<T extends Change['type']>(accountId: string, type: T): (RecordedChange & { change: Extract<Change, { type: T }> })[] {
-    return this.changes.filter((c) => c.accountId === accountId && c.change.type === type) as (RecordedChange & { change: Extract<Change, { type: T }> })[];
+  changesOf<T extends Change['type']>(
+    accountId: string,
+    type: T,
+  ): (RecordedChange & { change: Extract<Change, { type: T }> })[] {
+    return this.changes.filter((c) => c.accountId === accountId && c.change.type === type) as (RecordedChange & {
+      change: Extract<Change, { type: T }>;
+    })[];
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -124,21 +148,34 @@ export class FakeWorker {
     const body = Buffer.concat(chunks).toString('utf8');
     if (req.method !== 'POST') return send(res, 404, { type: 'errors/not_found' });
     const signature = req.headers[GATEWAY_SIGNATURE_HEADER.toLowerCase()];
-    if (!(await verifyRequest(this.secret, typeof signature === 'string' ? signature : null, { method: 'POST', path: url.pathname, body }))) {
+    if (
+      !(await verifyRequest(this.secret, typeof signature === 'string' ? signature : null, {
+        method: 'POST',
+        path: url.pathname,
+        body,
+      }))
+    ) {
       this.rejected++;
       return send(res, 401, { type: 'errors/unauthorized' });
     }
     const json: unknown = JSON.parse(body);
     try {
-      if (url.pathname === '/internal/gateway/heartbeat') return send(res, 200, this.#heartbeat(HeartbeatRequest.parse(json)));
+      if (url.pathname === '/internal/gateway/heartbeat')
+        return send(res, 200, this.#heartbeat(HeartbeatRequest.parse(json)));
       const match = /^\/internal\/gateway\/accounts\/([^/]+)\/(lease|changes|status)$/.exec(url.pathname);
       const account = match ? this.accounts.get(decodeURIComponent(match[1]!)) : undefined;
       if (!match || !account) return send(res, 404, { type: 'errors/not_found' });
       if (match[2] === 'lease') return send(res, 200, this.#lease(account, LeaseRequest.parse(json).gateway_id));
       const request = match[2] === 'changes' ? ChangesRequest.parse(json) : StatusRequest.parse(json);
-      if (!this.#holds(account, request.gateway_id)) return send(res, 409, { type: LEASE_LOST_TYPE, detail: 'lease lost' });
+      if (!this.#holds(account, request.gateway_id))
+        return send(res, 409, { type: LEASE_LOST_TYPE, detail: 'lease lost' });
       if ('changes' in request) return send(res, 200, this.#apply(account, request));
-      this.statuses.push({ accountId: account.id, at: performance.now(), status: request.status, error: request.error });
+      this.statuses.push({
+        accountId: account.id,
+        at: performance.now(),
+        status: request.status,
+        error: request.error,
+      });
       return send(res, 200, { ok: true });
     } finally {
       for (const waiter of [...this.#waiters]) waiter();
@@ -164,11 +201,19 @@ export class FakeWorker {
   }
 
   #lease(account: FakeAccount, gatewayId: string) {
-    if (account.onlyGateway !== null && account.onlyGateway !== gatewayId) return { granted: false, holder: account.holder };
-    if (account.holder !== null && account.holder !== gatewayId && account.leaseUntil > Date.now()) return { granted: false, holder: account.holder };
+    if (account.onlyGateway !== null && account.onlyGateway !== gatewayId)
+      return { granted: false, holder: account.holder };
+    if (account.holder !== null && account.holder !== gatewayId && account.leaseUntil > Date.now())
+      return { granted: false, holder: account.holder };
     account.holder = gatewayId;
     account.leaseUntil = Date.now() + this.leaseTtlMs;
-    return { granted: true, account_id: account.id, config: account.config, cursors: [...account.cursors.values()], lease_ttl_ms: this.leaseTtlMs };
+    return {
+      granted: true,
+      account_id: account.id,
+      config: account.config,
+      cursors: [...account.cursors.values()],
+      lease_ttl_ms: this.leaseTtlMs,
+    };
   }
 
   /** Hands the lease to someone else, as a takeover by another gateway would. */
@@ -187,12 +232,22 @@ export class FakeWorker {
         const cursor = account.cursors.get(change.path);
         const maxUid = Math.max(0, ...change.messages.map((m) => m.uid));
         if (!cursor || cursor.uidvalidity !== change.uidvalidity) {
-          account.cursors.set(change.path, { path: change.path, uidvalidity: change.uidvalidity, last_uid: maxUid, highest_modseq: null });
+          account.cursors.set(change.path, {
+            path: change.path,
+            uidvalidity: change.uidvalidity,
+            last_uid: maxUid,
+            highest_modseq: null,
+          });
         } else if (maxUid > cursor.last_uid) {
           account.cursors.set(change.path, { ...cursor, last_uid: maxUid });
         }
       } else if (change.type === 'cursor') {
-        account.cursors.set(change.path, { path: change.path, uidvalidity: change.uidvalidity, last_uid: change.last_uid, highest_modseq: change.highest_modseq });
+        account.cursors.set(change.path, {
+          path: change.path,
+          uidvalidity: change.uidvalidity,
+          last_uid: change.last_uid,
+          highest_modseq: change.highest_modseq,
+        });
       }
     }
     return { cursors: [...account.cursors.values()] };

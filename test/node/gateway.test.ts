@@ -94,24 +94,49 @@ function messagesOf(accountId: string, path?: string) {
   return worker
     .changesOf(accountId, 'messages')
     .filter((c) => path === undefined || c.change.path === path)
-    .flatMap((c) => c.change.messages.map((m) => ({ ...m, path: c.change.path, at: c.at, batch: c.batch, subject: subjectOf(m.raw), record: c })));
+    .flatMap((c) =>
+      c.change.messages.map((m) => ({
+        ...m,
+        path: c.change.path,
+        at: c.at,
+        batch: c.batch,
+        subject: subjectOf(m.raw),
+        record: c,
+      })),
+    );
 }
 
 /** "path/uid" of every message in these recorded changes. */
 function messageKeys(changes: RecordedChange[]): string[] {
-  return changes.flatMap(({ change }) => (change.type === 'messages' ? change.messages.map((m) => `${change.path}/${m.uid}`) : []));
+  return changes.flatMap(({ change }) =>
+    change.type === 'messages' ? change.messages.map((m) => `${change.path}/${m.uid}`) : [],
+  );
 }
 
 function waitForMessage(accountId: string, subject: string, timeoutMs = 15_000) {
-  return worker.waitFor(() => messagesOf(accountId).find((m) => m.subject === subject), timeoutMs, `message "${subject}"`);
+  return worker.waitFor(
+    () => messagesOf(accountId).find((m) => m.subject === subject),
+    timeoutMs,
+    `message "${subject}"`,
+  );
 }
 
 function waitForStatus(accountId: string, status: string, after = 0, timeoutMs = 20_000) {
-  return worker.waitFor(() => worker.statuses.find((s, i) => i >= after && s.accountId === accountId && s.status === status), timeoutMs, `status ${status}`);
+  return worker.waitFor(
+    () => worker.statuses.find((s, i) => i >= after && s.accountId === accountId && s.status === status),
+    timeoutMs,
+    `status ${status}`,
+  );
 }
 
 async function deliverTo(user: string, subject: string, opts: { wait?: boolean } = {}) {
-  return mail.deliver({ from: 'someone@remote.test', to: findUser(mail, user).email, subject, text: `body of ${subject}`, ...opts });
+  return mail.deliver({
+    from: 'someone@remote.test',
+    to: findUser(mail, user).email,
+    subject,
+    text: `body of ${subject}`,
+    ...opts,
+  });
 }
 
 beforeAll(async () => {
@@ -139,7 +164,13 @@ describe('verify', () => {
     const result = await verifyMailbox(configFor('carol'));
     const byPath = new Map(result.folders.map((f) => [f.path, f]));
     expect(byPath.get('INBOX')?.special_use).toBe('\\Inbox');
-    for (const [path, use] of [['Sent', '\\Sent'], ['Drafts', '\\Drafts'], ['Trash', '\\Trash'], ['Junk', '\\Junk'], ['Archive', '\\Archive']]) {
+    for (const [path, use] of [
+      ['Sent', '\\Sent'],
+      ['Drafts', '\\Drafts'],
+      ['Trash', '\\Trash'],
+      ['Junk', '\\Junk'],
+      ['Archive', '\\Archive'],
+    ]) {
       expect(byPath.get(path!)?.special_use, path).toBe(use);
     }
     expect(byPath.get('INBOX')!.uidvalidity).toBeGreaterThan(0);
@@ -193,7 +224,8 @@ describe('sync', () => {
    */
   let observer: ImapFlow;
   const existsSeen: { at: number; count: number }[] = [];
-  const notifiedAt = (count: number) => worker.waitFor(() => existsSeen.find((e) => e.count >= count), 10_000, `EXISTS ${count}`).then((e) => e.at);
+  const notifiedAt = (count: number) =>
+    worker.waitFor(() => existsSeen.find((e) => e.count >= count), 10_000, `EXISTS ${count}`).then((e) => e.at);
 
   beforeAll(async () => {
     // Mail from before the connect is not the API's business: the baseline covers it.
@@ -216,7 +248,14 @@ describe('sync', () => {
     await waitForStatus(ACC, 'running');
     const folders = worker.changesOf(ACC, 'folders')[0]!.change.folders;
     const uses = Object.fromEntries(folders.map((f) => [f.path, f.special_use]));
-    expect(uses).toMatchObject({ INBOX: '\\Inbox', Sent: '\\Sent', Drafts: '\\Drafts', Trash: '\\Trash', Junk: '\\Junk', Archive: '\\Archive' });
+    expect(uses).toMatchObject({
+      INBOX: '\\Inbox',
+      Sent: '\\Sent',
+      Drafts: '\\Drafts',
+      Trash: '\\Trash',
+      Junk: '\\Junk',
+      Archive: '\\Archive',
+    });
     // Nothing before the baseline is relayed, and the cursors stay where the Worker put them.
     expect(messagesOf(ACC)).toHaveLength(0);
     const inbox = worker.accounts.get(ACC)!.cursors.get('INBOX')!;
@@ -227,7 +266,9 @@ describe('sync', () => {
   function relayLatencies(g: GatewayProcess): number[] {
     return g.logs.flatMap((line) => {
       const entry = JSON.parse(line) as { msg?: string; path?: string; since_notify_ms?: number };
-      return entry.msg === 'relayed new mail' && entry.path === 'INBOX' && entry.since_notify_ms !== undefined ? [entry.since_notify_ms] : [];
+      return entry.msg === 'relayed new mail' && entry.path === 'INBOX' && entry.since_notify_ms !== undefined
+        ? [entry.since_notify_ms]
+        : [];
     });
   }
 
@@ -240,7 +281,8 @@ describe('sync', () => {
     const message = await waitForMessage(ACC, 'hello 1', 5_000);
     const notified = await notifiedAt(count);
     // The gateway logs after the Worker's answer; give the line a moment to arrive.
-    for (let i = 0; i < 100 && relayLatencies(gateway).length === logged; i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 100 && relayLatencies(gateway).length === logged; i++)
+      await new Promise((r) => setTimeout(r, 10));
     console.log(
       `[latency] deliver() returned -> messages change: ${(message.at - delivered).toFixed(1)} ms; ` +
         `observer's IDLE notification -> change: ${(message.at - notified).toFixed(1)} ms; ` +
@@ -288,7 +330,11 @@ describe('sync', () => {
     const started = performance.now();
     await other.messageFlagsAdd(String(target.uid), ['\\Flagged', '\\Seen'], { uid: true });
     const update = await worker.waitFor(
-      () => worker.changesOf(ACC, 'flags').flatMap((c) => c.change.updates.map((u) => ({ ...u, at: c.at }))).find((u) => u.uid === target.uid && u.flags.includes('\\Flagged')),
+      () =>
+        worker
+          .changesOf(ACC, 'flags')
+          .flatMap((c) => c.change.updates.map((u) => ({ ...u, at: c.at })))
+          .find((u) => u.uid === target.uid && u.flags.includes('\\Flagged')),
       5_000,
       'flags change',
     );
@@ -302,7 +348,10 @@ describe('sync', () => {
     await other.mailboxOpen('INBOX');
     await other.messageMove(String(original.uid), 'Archive', { uid: true });
     const vanished = await worker.waitFor(
-      () => worker.changesOf(ACC, 'vanished').find((c) => c.change.path === 'INBOX' && c.change.uids.includes(original.uid)),
+      () =>
+        worker
+          .changesOf(ACC, 'vanished')
+          .find((c) => c.change.path === 'INBOX' && c.change.uids.includes(original.uid)),
       5_000,
       'INBOX vanished',
     );
@@ -317,7 +366,8 @@ describe('sync', () => {
     await other.mailboxOpen('INBOX');
     await other.messageDelete(String(message.uid), { uid: true });
     await worker.waitFor(
-      () => worker.changesOf(ACC, 'vanished').find((c) => c.change.path === 'INBOX' && c.change.uids.includes(message.uid)),
+      () =>
+        worker.changesOf(ACC, 'vanished').find((c) => c.change.path === 'INBOX' && c.change.uids.includes(message.uid)),
       5_000,
       'vanished',
     );
@@ -325,7 +375,11 @@ describe('sync', () => {
 
   it('reports a new folder and the mail appended to it', async () => {
     await other.mailboxCreate('Projects');
-    await other.append('Projects', 'From: a@remote.test\r\nTo: alice@example.test\r\nSubject: in projects\r\n\r\nhi\r\n', ['\\Seen']);
+    await other.append(
+      'Projects',
+      'From: a@remote.test\r\nTo: alice@example.test\r\nSubject: in projects\r\n\r\nhi\r\n',
+      ['\\Seen'],
+    );
     const folders = await worker.waitFor(
       () => worker.changesOf(ACC, 'folders').find((c) => c.change.folders.some((f) => f.path === 'Projects')),
       10_000,
@@ -377,7 +431,10 @@ describe('sync', () => {
     await mail.startDovecot();
     await waitForStatus(ACC, 'running', mark);
     await waitForMessage(ACC, 'during outage', 20_000);
-    const after = worker.statuses.slice(mark).filter((s) => s.accountId === ACC).map((s) => s.status);
+    const after = worker.statuses
+      .slice(mark)
+      .filter((s) => s.accountId === ACC)
+      .map((s) => s.status);
     expect(after).toEqual(['disconnected', 'running']);
   });
 
@@ -416,7 +473,11 @@ describe('sync without QRESYNC and CONDSTORE (snapshots, full flag fetches)', ()
     await other.mailboxOpen('INBOX');
     await other.messageFlagsAdd(String(first.uid), ['\\Flagged'], { uid: true });
     const flagged = await worker.waitFor(
-      () => worker.changesOf(ACC, 'flags').flatMap((c) => c.change.updates).find((u) => u.uid === first.uid && u.flags.includes('\\Flagged')),
+      () =>
+        worker
+          .changesOf(ACC, 'flags')
+          .flatMap((c) => c.change.updates)
+          .find((u) => u.uid === first.uid && u.flags.includes('\\Flagged')),
       10_000,
       'flags change',
     );
@@ -424,7 +485,12 @@ describe('sync without QRESYNC and CONDSTORE (snapshots, full flag fetches)', ()
 
     const snapshotWithout = (uid: number, after: number) =>
       worker.waitFor(
-        () => worker.changesOf(ACC, 'snapshot').find((c) => worker.changes.indexOf(c) >= after && c.change.path === 'INBOX' && !c.change.uids.includes(uid)),
+        () =>
+          worker
+            .changesOf(ACC, 'snapshot')
+            .find(
+              (c) => worker.changes.indexOf(c) >= after && c.change.path === 'INBOX' && !c.change.uids.includes(uid),
+            ),
         10_000,
         `snapshot without ${uid}`,
       );
@@ -455,7 +521,11 @@ describe('errors', () => {
   });
 
   it('exits with a clear message when required environment is missing', async () => {
-    const proc = spawn(process.execPath, ['gateway/main.ts'], { cwd: root, env: { PATH: process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(process.execPath, ['gateway/main.ts'], {
+      cwd: root,
+      env: { PATH: process.env.PATH },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stderr = '';
     proc.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     const code = await new Promise((resolve) => proc.once('exit', resolve));

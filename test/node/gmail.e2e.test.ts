@@ -96,7 +96,10 @@ describe('a Gmail mailbox through an app password', () => {
     });
     const work = folders.find((f) => f.provider_id === 'Work');
     expect(work).toMatchObject({ name: 'Work', parent_id: null });
-    expect(folders.find((f) => f.provider_id === GMAIL_FOLDERS.all)).toMatchObject({ name: 'All Mail', parent_id: folderIds.get('[Gmail]') });
+    expect(folders.find((f) => f.provider_id === GMAIL_FOLDERS.all)).toMatchObject({
+      name: 'All Mail',
+      parent_id: folderIds.get('[Gmail]'),
+    });
   });
 
   it('makes one email of a message with two labels, identified by X-GM-MSGID', async () => {
@@ -104,15 +107,24 @@ describe('a Gmail mailbox through an app password', () => {
     const delivered = gmail.deliver({ raw, labels: ['\\Inbox', 'Work'] });
     expect(Object.keys(delivered.uids).sort()).toEqual([GMAIL_FOLDERS.all, 'INBOX', 'Work'].sort());
 
-    const email = await eventually(async () => {
-      const found = await byMessageId(messageId);
-      return found.length === 1 && found[0].folder_ids.length === 3 ? found[0] : null;
-    }, { what: 'the email in INBOX, Work and All Mail' });
-    expect([...email.folder_ids].sort()).toEqual([folderIds.get('INBOX'), folderIds.get('Work'), folderIds.get(GMAIL_FOLDERS.all)].sort());
+    const email = await eventually(
+      async () => {
+        const found = await byMessageId(messageId);
+        return found.length === 1 && found[0].folder_ids.length === 3 ? found[0] : null;
+      },
+      { what: 'the email in INBOX, Work and All Mail' },
+    );
+    expect([...email.folder_ids].sort()).toEqual(
+      [folderIds.get('INBOX'), folderIds.get('Work'), folderIds.get(GMAIL_FOLDERS.all)].sort(),
+    );
     expect(email).toMatchObject({ provider_id: delivered.msgid, role: 'INBOX', unread: true });
     // Still one email, one email.new: the other copies only added folders.
     expect(await byMessageId(messageId)).toHaveLength(1);
-    const events = service.query<{ n: number }>("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.new' AND data_json LIKE ?", account.id, `%${delivered.msgid}%`)[0]!;
+    const events = service.query<{ n: number }>(
+      "SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.new' AND data_json LIKE ?",
+      account.id,
+      `%${delivered.msgid}%`,
+    )[0]!;
     expect(events.n).toBe(1);
     expect((await emailsWith(`folder=${folderIds.get('Work')}`)).map((e) => e.id)).toEqual([email.id]);
   });
@@ -120,11 +132,20 @@ describe('a Gmail mailbox through an app password', () => {
   it('takes the role and the starred flag from system labels', async () => {
     const { raw, messageId } = rfc822('important and starred');
     const delivered = gmail.deliver({ raw, labels: ['\\Important', '\\Starred'] });
-    const email = await eventually(async () => {
-      const [found] = await byMessageId(messageId);
-      return found?.folder_ids.length === 3 ? found : null;
-    }, { what: 'the starred email in three folders' });
-    expect([...email.folder_ids].sort()).toEqual([folderIds.get(GMAIL_FOLDERS.important), folderIds.get(GMAIL_FOLDERS.starred), folderIds.get(GMAIL_FOLDERS.all)].sort());
+    const email = await eventually(
+      async () => {
+        const [found] = await byMessageId(messageId);
+        return found?.folder_ids.length === 3 ? found : null;
+      },
+      { what: 'the starred email in three folders' },
+    );
+    expect([...email.folder_ids].sort()).toEqual(
+      [
+        folderIds.get(GMAIL_FOLDERS.important),
+        folderIds.get(GMAIL_FOLDERS.starred),
+        folderIds.get(GMAIL_FOLDERS.all),
+      ].sort(),
+    );
     expect(email).toMatchObject({ provider_id: delivered.msgid, role: 'IMPORTANT', starred: true });
   });
 
@@ -138,10 +159,13 @@ describe('a Gmail mailbox through an app password', () => {
     const third = rfc822('Re: lunch on friday?');
     gmail.deliver({ raw: third.raw });
 
-    const [a, b, c] = await eventually(async () => {
-      const found = await Promise.all([first, second, third].map(async (m) => (await byMessageId(m.messageId))[0]));
-      return found.every(Boolean) ? found : null;
-    }, { what: 'three emails' });
+    const [a, b, c] = await eventually(
+      async () => {
+        const found = await Promise.all([first, second, third].map(async (m) => (await byMessageId(m.messageId))[0]));
+        return found.every(Boolean) ? found : null;
+      },
+      { what: 'three emails' },
+    );
     expect(b.thread_id).toBe(a.thread_id);
     expect(c.thread_id).not.toBe(a.thread_id);
     const thread = (await service.api('GET', `/${account.id}/emails/${a.id}/thread`)).body;

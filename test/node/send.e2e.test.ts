@@ -5,7 +5,14 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openImap } from '../mailserver/client.ts';
 import type { MailServer } from '../mailserver/mailserver.ts';
 import { connectMailbox } from './connect.ts';
-import { dumpLogsOnFailure, eventually, startEndToEnd, stopEndToEnd, type GatewayProcess, type Service } from './service.ts';
+import {
+  dumpLogsOnFailure,
+  eventually,
+  startEndToEnd,
+  stopEndToEnd,
+  type GatewayProcess,
+  type Service,
+} from './service.ts';
 
 let mail: MailServer;
 let service: Service;
@@ -18,7 +25,11 @@ const user = (name: string) => mail.users.find((u) => u.user === name)!;
 const pdf = Buffer.from('%PDF-1.4\n% attachment bytes \x00\x01\x02\xff\n' + 'z'.repeat(3000), 'latin1');
 
 async function post(path: string, body: string | FormData, headers: Record<string, string> = {}) {
-  const res = await fetch(`${service.base}/api/v1${path}`, { method: 'POST', headers: { 'X-API-KEY': service.adminKey, ...headers }, body });
+  const res = await fetch(`${service.base}/api/v1${path}`, {
+    method: 'POST',
+    headers: { 'X-API-KEY': service.adminKey, ...headers },
+    body,
+  });
   const text = await res.text();
   let parsed: any = text;
   try {
@@ -28,7 +39,8 @@ async function post(path: string, body: string | FormData, headers: Record<strin
   }
   return { status: res.status, body: parsed };
 }
-const sendJson = (body: unknown, headers: Record<string, string> = {}) => post('/emails', JSON.stringify(body), { 'Content-Type': 'application/json', ...headers });
+const sendJson = (body: unknown, headers: Record<string, string> = {}) =>
+  post('/emails', JSON.stringify(body), { 'Content-Type': 'application/json', ...headers });
 
 /** UIDs in a folder of a mailbox whose Subject contains `subject` (after a NOOP, so the view is current). */
 async function find(client: ImapFlow, folder: string, subject: string): Promise<number[]> {
@@ -43,10 +55,13 @@ async function find(client: ImapFlow, folder: string, subject: string): Promise<
 
 /** Waits until exactly one message with this subject is in the folder; its UID. */
 async function arrived(client: ImapFlow, folder: string, subject: string): Promise<number[]> {
-  return eventually(async () => {
-    const uids = await find(client, folder, subject);
-    return uids.length === 1 ? uids : null;
-  }, { what: `"${subject}" in ${folder}` });
+  return eventually(
+    async () => {
+      const uids = await find(client, folder, subject);
+      return uids.length === 1 ? uids : null;
+    },
+    { what: `"${subject}" in ${folder}` },
+  );
 }
 
 async function source(client: ImapFlow, folder: string, uid: number): Promise<string> {
@@ -70,10 +85,26 @@ async function flagsOf(client: ImapFlow, folder: string, uid: number): Promise<S
   }
 }
 
-const header = (raw: string, name: string) => new RegExp(`^${name}:[ \\t]*(.*(?:\\r?\\n[ \\t].*)*)`, 'im').exec(raw)?.[1]?.replace(/\r?\n[ \t]+/g, ' ').trim();
-const events = (type: string) => service.query<{ data_json: string }>('SELECT data_json FROM events WHERE account_id = ? AND type = ? ORDER BY created_at', alice.id, type).map((e) => JSON.parse(e.data_json));
+const header = (raw: string, name: string) =>
+  new RegExp(`^${name}:[ \\t]*(.*(?:\\r?\\n[ \\t].*)*)`, 'im')
+    .exec(raw)?.[1]
+    ?.replace(/\r?\n[ \t]+/g, ' ')
+    .trim();
+const events = (type: string) =>
+  service
+    .query<{ data_json: string }>(
+      'SELECT data_json FROM events WHERE account_id = ? AND type = ? ORDER BY created_at',
+      alice.id,
+      type,
+    )
+    .map((e) => JSON.parse(e.data_json));
 const emailBySubject = (subject: string, filter = '') =>
-  eventually(async () => (await service.api('GET', `/emails?account_id=${alice.id}&subject=${encodeURIComponent(subject)}${filter}`)).body.data[0], { what: `email "${subject}" in the API`, timeoutMs: 30_000, intervalMs: 200 });
+  eventually(
+    async () =>
+      (await service.api('GET', `/emails?account_id=${alice.id}&subject=${encodeURIComponent(subject)}${filter}`)).body
+        .data[0],
+    { what: `email "${subject}" in the API`, timeoutMs: 30_000, intervalMs: 200 },
+  );
 
 beforeAll(async () => {
   ({ mail, service, gateway } = await startEndToEnd('gw-send'));
@@ -98,7 +129,10 @@ describe('sending', () => {
       cc: [{ identifier: user('carol').email }],
       subject: 'json send 1',
       body: '<p>Hello <b>Bob</b></p>',
-      custom_headers: [{ name: 'X-Campaign', value: 'c-42' }, { name: 'List-Unsubscribe', value: '<mailto:unsub@example.test>' }],
+      custom_headers: [
+        { name: 'X-Campaign', value: 'c-42' },
+        { name: 'List-Unsubscribe', value: '<mailto:unsub@example.test>' },
+      ],
       attachments: [{ name: 'report.pdf', content_type: 'application/pdf', content: pdf.toString('base64') }],
     });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
@@ -122,7 +156,13 @@ describe('sending', () => {
     const [sentUid] = await arrived(aliceImap, 'Sent', 'json send 1');
     expect(header(await source(aliceImap, 'Sent', sentUid!), 'Message-ID')).toBe(res.body.message_id);
     const synced = await emailBySubject('json send 1');
-    expect(synced).toMatchObject({ origin: 'api', role: 'SENT', message_id: res.body.message_id, has_attachments: true, unread: false });
+    expect(synced).toMatchObject({
+      origin: 'api',
+      role: 'SENT',
+      message_id: res.body.message_id,
+      has_attachments: true,
+      unread: false,
+    });
     expect(synced.body_plain).toContain('Hello Bob');
     const news = events('email.new').filter((e) => e.message_id === res.body.message_id);
     expect(news).toHaveLength(1);
@@ -148,7 +188,13 @@ describe('sending', () => {
   });
 
   it('answers by reply_to: recipients, Re: subject, threading headers, same thread', async () => {
-    await mail.deliver({ from: `Bob B <${user('bob').email}>`, to: user('alice').email, subject: 'lunch?', text: 'shall we?', messageId: '<lunch-1@example.test>' });
+    await mail.deliver({
+      from: `Bob B <${user('bob').email}>`,
+      to: user('alice').email,
+      subject: 'lunch?',
+      text: 'shall we?',
+      messageId: '<lunch-1@example.test>',
+    });
     const original = await emailBySubject('lunch?', '&role=INBOX');
     const res = await sendJson({ account_id: alice.id, reply_to: original.id, body: '<p>yes!</p>' });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
@@ -164,16 +210,24 @@ describe('sending', () => {
   });
 
   it('sends once per Idempotency-Key, also when the requests race', async () => {
-    const body = { account_id: alice.id, to: [{ identifier: user('bob').email }], subject: 'idem 1', body: '<p>once</p>' };
+    const body = {
+      account_id: alice.id,
+      to: [{ identifier: user('bob').email }],
+      subject: 'idem 1',
+      body: '<p>once</p>',
+    };
     const first = await sendJson(body, { 'Idempotency-Key': 'key-idem-1' });
     const again = await sendJson(body, { 'Idempotency-Key': 'key-idem-1' });
     expect(first.status).toBe(200);
     expect(again).toEqual(first);
 
-    const raced = await Promise.all([1, 2, 3].map(() => sendJson({ ...body, subject: 'idem 2' }, { 'Idempotency-Key': 'key-idem-2' })));
+    const raced = await Promise.all(
+      [1, 2, 3].map(() => sendJson({ ...body, subject: 'idem 2' }, { 'Idempotency-Key': 'key-idem-2' })),
+    );
     const ok = raced.filter((r) => r.status === 200);
     expect(ok.length).toBeGreaterThanOrEqual(1);
-    for (const r of raced) if (r.status !== 200) expect(r.body).toMatchObject({ status: 409, type: 'errors/already_exists' });
+    for (const r of raced)
+      if (r.status !== 200) expect(r.body).toMatchObject({ status: 409, type: 'errors/already_exists' });
     expect(new Set(ok.map((r) => r.body.message_id)).size).toBe(1);
 
     await emailBySubject('idem 1');
@@ -186,7 +240,10 @@ describe('sending', () => {
     const ok = { account_id: alice.id, to: [{ identifier: user('bob').email }], body: '<p>no</p>' };
     const cases: [unknown, number][] = [
       [{ ...ok, subject: 'refused 1', custom_headers: [{ name: 'Received', value: 'from x' }] }, 400],
-      [{ ...ok, subject: 'refused 2', custom_headers: [{ name: 'X-Note', value: 'a\r\nBcc: carol@example.test' }] }, 400],
+      [
+        { ...ok, subject: 'refused 2', custom_headers: [{ name: 'X-Note', value: 'a\r\nBcc: carol@example.test' }] },
+        400,
+      ],
       [{ ...ok, subject: 'refused 3', to: [] }, 400],
     ];
     for (const [body, status] of cases) {
@@ -194,12 +251,18 @@ describe('sending', () => {
       expect(res.status, JSON.stringify(res.body)).toBe(status);
       expect(res.body.type).toBe('errors/invalid_parameters');
     }
-    const huge = await sendJson({ ...ok, subject: 'refused 4', attachments: [{ name: 'big.bin', content: 'A'.repeat(31 * 1024 * 1024) }] });
+    const huge = await sendJson({
+      ...ok,
+      subject: 'refused 4',
+      attachments: [{ name: 'big.bin', content: 'A'.repeat(31 * 1024 * 1024) }],
+    });
     expect(huge.status).toBe(413);
     expect(huge.body.type).toBe('errors/payload_too_large');
     // A later send arrives, the refused ones never did.
     await sendJson({ ...ok, subject: 'after refused' });
-    await eventually(async () => (await find(bobImap, 'INBOX', 'after refused')).length === 1, { what: 'the later message' });
+    await eventually(async () => (await find(bobImap, 'INBOX', 'after refused')).length === 1, {
+      what: 'the later message',
+    });
     expect(await find(bobImap, 'INBOX', 'refused ')).toHaveLength(0);
     expect(await find(await openImap(mail.info(), 'carol'), 'INBOX', 'refused 2')).toHaveLength(0);
   });
@@ -216,7 +279,13 @@ describe('sending', () => {
     expect(res.body.tracking_id).toMatch(/^trk_/);
     const [uid] = await arrived(bobImap, 'INBOX', 'tracked 1');
     const raw = await source(bobImap, 'INBOX', uid!);
-    const html = Buffer.from(/Content-Type: text\/html[^]*?\r?\n\r?\n([^]*?)\r?\n--/i.exec(raw)![1]!.replace(/=\r?\n/g, '').replace(/=([0-9A-F]{2})/g, (_, h) => String.fromCharCode(parseInt(h, 16))), 'latin1').toString();
+    const html = Buffer.from(
+      /Content-Type: text\/html[^]*?\r?\n\r?\n([^]*?)\r?\n--/i
+        .exec(raw)![1]!
+        .replace(/=\r?\n/g, '')
+        .replace(/=([0-9A-F]{2})/g, (_, h) => String.fromCharCode(parseInt(h, 16))),
+      'latin1',
+    ).toString();
     const pixel = /<img src="([^"]+)"/.exec(html)![1]!.replace(/&amp;/g, '&');
     const link = /<a href="([^"]+)"/.exec(html)![1]!.replace(/&amp;/g, '&');
     expect(pixel.startsWith(`${service.base}/t/open/${res.body.tracking_id}`)).toBe(true);
@@ -224,7 +293,9 @@ describe('sending', () => {
 
     const sent = await emailBySubject('tracked 1');
     expect(sent).toMatchObject({ origin: 'api', tracking_id: res.body.tracking_id });
-    expect((await fetch(pixel, { headers: { 'User-Agent': 'MailReader/1' } })).headers.get('content-type')).toBe('image/gif');
+    expect((await fetch(pixel, { headers: { 'User-Agent': 'MailReader/1' } })).headers.get('content-type')).toBe(
+      'image/gif',
+    );
     const click = await fetch(link, { redirect: 'manual' });
     expect(click.status).toBe(302);
     expect(click.headers.get('location')).toBe('https://example.org/offer?id=7');
@@ -234,20 +305,47 @@ describe('sending', () => {
     expect(refused.status).toBe(404);
     expect(((await refused.json()) as { type: string }).type).toBe('errors/not_found');
 
-    expect(events('tracking.open')).toEqual([{ email_id: sent.id, tracking_id: res.body.tracking_id, user_agent: 'MailReader/1', ip: expect.any(String), label: 'spring' }]);
+    expect(events('tracking.open')).toEqual([
+      {
+        email_id: sent.id,
+        tracking_id: res.body.tracking_id,
+        user_agent: 'MailReader/1',
+        ip: expect.any(String),
+        label: 'spring',
+      },
+    ]);
     expect(events('tracking.click')).toEqual([
-      { email_id: sent.id, tracking_id: res.body.tracking_id, url: 'https://example.org/offer?id=7', user_agent: expect.any(String), ip: expect.any(String), label: 'spring' },
+      {
+        email_id: sent.id,
+        tracking_id: res.body.tracking_id,
+        url: 'https://example.org/offer?id=7',
+        user_agent: expect.any(String),
+        ip: expect.any(String),
+        label: 'spring',
+      },
     ]);
   });
 
   it('saves a draft in Drafts; it syncs with the same draft_id', async () => {
-    const res = await post('/drafts', JSON.stringify({ account_id: alice.id, subject: 'draft 1', body: '<p>later</p>', bcc: [{ identifier: user('carol').email }] }), { 'Content-Type': 'application/json' });
+    const res = await post(
+      '/drafts',
+      JSON.stringify({
+        account_id: alice.id,
+        subject: 'draft 1',
+        body: '<p>later</p>',
+        bcc: [{ identifier: user('carol').email }],
+      }),
+      { 'Content-Type': 'application/json' },
+    );
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect(res.body).toMatchObject({ object: 'DraftCreated', account_id: alice.id, tracking_id: null });
     expect(res.body.draft_id).toMatch(/^drf_/);
     const [uid] = await arrived(aliceImap, 'Drafts', 'draft 1');
     expect((await flagsOf(aliceImap, 'Drafts', uid!)).has('\\Draft')).toBe(true);
-    const draft = await eventually(async () => events('email.draft.new').find((e) => e.message_id === res.body.message_id), { what: 'email.draft.new' });
+    const draft = await eventually(
+      async () => events('email.draft.new').find((e) => e.message_id === res.body.message_id),
+      { what: 'email.draft.new' },
+    );
     expect(draft).toMatchObject({ object: 'Draft', draft_id: res.body.draft_id, origin: 'api' });
   });
 });
@@ -281,7 +379,9 @@ describe('mailbox actions', () => {
     const [archiveUid] = await find(aliceImap, 'Archive', 'act on me');
     expect(archiveUid).toBeTruthy();
     expect((await flagsOf(aliceImap, 'Archive', archiveUid!)).has('\\Flagged')).toBe(true);
-    expect(service.query<{ uid: number }>('SELECT uid FROM email_folders WHERE email_id = ?', email.id)).toEqual([{ uid: archiveUid }]);
+    expect(service.query<{ uid: number }>('SELECT uid FROM email_folders WHERE email_id = ?', email.id)).toEqual([
+      { uid: archiveUid },
+    ]);
 
     const deleted = await service.api('DELETE', `/emails/${email.id}`);
     expect(deleted.body).toEqual({ object: 'EmailDeleted', id: email.id });
@@ -289,7 +389,9 @@ describe('mailbox actions', () => {
     expect(await find(aliceImap, 'Trash', 'act on me')).toHaveLength(1);
     const inTrash = (await service.api('GET', `/emails/${email.id}`)).body;
     expect(inTrash).toMatchObject({ id: email.id, folders: [trash.id], is_unread: true });
-    expect((await service.api('GET', `/emails?account_id=${alice.id}&role=TRASH`)).body.data.map((e: any) => e.id)).toContain(email.id);
+    expect(
+      (await service.api('GET', `/emails?account_id=${alice.id}&role=TRASH`)).body.data.map((e: any) => e.id),
+    ).toContain(email.id);
 
     // One email.update per action, none added by the sync seeing the same changes.
     await new Promise((r) => setTimeout(r, 2500));
@@ -309,7 +411,9 @@ describe('mailbox actions', () => {
     } finally {
       lock.release();
     }
-    await eventually(async () => (await service.api('GET', `/emails/${email.id}`)).status === 404, { what: 'the email to go' });
+    await eventually(async () => (await service.api('GET', `/emails/${email.id}`)).status === 404, {
+      what: 'the email to go',
+    });
     expect(events('email.delete').map((e) => e.id)).toContain(email.id);
   });
 

@@ -50,13 +50,18 @@ function collect(child: ChildProcess, log: string[], echo: boolean): void {
   }
 }
 
-const exited = (child: ChildProcess) => (child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => child.once('exit', () => r())));
+const exited = (child: ChildProcess) =>
+  child.exitCode !== null || child.signalCode !== null
+    ? Promise.resolve()
+    : new Promise<void>((r) => child.once('exit', () => r()));
 
 /**
  * `gatewayEnv`: let `npm start` run its own gateway too, with these extra environment variables
  * (by default the test starts and kills gateways itself).
  */
-export async function startService(options: { echo?: boolean; gatewayEnv?: Record<string, string> } = {}): Promise<Service> {
+export async function startService(
+  options: { echo?: boolean; gatewayEnv?: Record<string, string> } = {},
+): Promise<Service> {
   const echo = options.echo ?? process.env.E2E_ECHO === '1';
   const port = await freePort();
   const stateDir = mkdtempSync(join(tmpdir(), 'mailbox-e2e-'));
@@ -128,7 +133,10 @@ export async function startService(options: { echo?: boolean; gatewayEnv?: Recor
       const out: any[] = [];
       let cursor: string | null = null;
       do {
-        const res: { body: any } = await service.api('GET', `/emails?account_id=${accountId}&limit=250${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+        const res: { body: any } = await service.api(
+          'GET',
+          `/emails?account_id=${accountId}&limit=250${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+        );
         out.push(...res.body.data);
         cursor = res.body.cursor;
       } while (cursor);
@@ -160,7 +168,10 @@ export async function startService(options: { echo?: boolean; gatewayEnv?: Recor
 }
 
 /** Poll `probe` until it returns a truthy value; the last value (or error) is reported on timeout. */
-export async function eventually<T>(probe: () => Promise<T> | T, { timeoutMs = 30_000, intervalMs = 100, what = 'condition' } = {}): Promise<NonNullable<T>> {
+export async function eventually<T>(
+  probe: () => Promise<T> | T,
+  { timeoutMs = 30_000, intervalMs = 100, what = 'condition' } = {},
+): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -170,7 +181,10 @@ export async function eventually<T>(probe: () => Promise<T> | T, { timeoutMs = 3
     } catch (err) {
       last = err;
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last: ${last instanceof Error ? last.message : JSON.stringify(last)?.slice(0, 500)}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}; last: ${last instanceof Error ? last.message : JSON.stringify(last)?.slice(0, 500)}`,
+      );
     await new Promise((r) => setTimeout(r, intervalMs));
   }
 }
@@ -179,7 +193,8 @@ export async function eventually<T>(probe: () => Promise<T> | T, { timeoutMs = 3
 export function dumpLogsOnFailure(ctx: { task: { result?: { state?: string } } }, service: Service | undefined): void {
   if (ctx.task.result?.state !== 'fail' || !service) return;
   console.error(`--- worker log (tail) ---\n${service.workerLog.slice(-60).join('\n')}`);
-  for (const [i, g] of service.gateways.entries()) console.error(`--- gateway ${i} log (tail) ---\n${g.log.slice(-40).join('\n')}`);
+  for (const [i, g] of service.gateways.entries())
+    console.error(`--- gateway ${i} log (tail) ---\n${g.log.slice(-40).join('\n')}`);
 }
 
 export interface EndToEnd {

@@ -18,7 +18,16 @@ afterAll(async () => {
 
 it('connects a mailbox through the gateway npm start launched, and syncs its mail', async () => {
   const account = await connectMailbox(service, mail, 'dave');
-  expect(service.query('SELECT gateway_id FROM accounts WHERE id = ?', account.id)).toEqual([{ gateway_id: 'npm-start-gateway' }]);
-  await deliver(mail, { from: 'someone@remote.test', to: findUser(mail, 'dave').email, subject: 'via npm start', text: 'hello' });
-  await eventually(async () => (await service.api('GET', `/emails?account_id=${account.id}`)).body.data.length === 1, { what: 'the synced email' });
+  expect(service.query('SELECT gateway_id FROM accounts WHERE id = ?', account.id)).toEqual([
+    { gateway_id: 'npm-start-gateway' },
+  ]);
+  await deliver(mail, {
+    from: 'someone@remote.test',
+    to: findUser(mail, 'dave').email,
+    subject: 'via npm start',
+    text: 'hello',
+  });
+  await eventually(async () => (await service.api('GET', `/emails?account_id=${account.id}`)).body.data.length === 1, {
+    what: 'the synced email',
+  });
 });

@@ -51,7 +51,10 @@ describe('npm start', () => {
   });
 
   it('creates, uses, lists and revokes a key over real HTTP', async () => {
-    const created = (await (await call('POST', '/api-keys', ADMIN, { name: 'ci' })).json()) as { id: string; key: string };
+    const created = (await (await call('POST', '/api-keys', ADMIN, { name: 'ci' })).json()) as {
+      id: string;
+      key: string;
+    };
     expect((await call('GET', '/api-keys', created.key)).status).toBe(200);
     const list = await (await call('GET', '/api-keys', created.key)).text();
     expect(list).not.toContain(created.key);
@@ -75,7 +78,9 @@ describe('npm start', () => {
 
   it('stops wrangler and its children on Ctrl-C', async () => {
     process.kill(-child.pid!, 'SIGINT');
-    const [code, signal] = await new Promise<[number | null, string | null]>((r) => child.once('exit', (c, s) => r([c, s])));
+    const [code, signal] = await new Promise<[number | null, string | null]>((r) =>
+      child.once('exit', (c, s) => r([c, s])),
+    );
     // npm itself dies of the SIGINT; what matters is that nothing keeps serving.
     expect(code === 0 || signal === 'SIGINT').toBe(true);
     await new Promise((r) => setTimeout(r, 3500));

@@ -4,7 +4,14 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openImap } from '../mailserver/client.ts';
 import type { MailServer } from '../mailserver/mailserver.ts';
 import { mailboxIntent } from './connect.ts';
-import { dumpLogsOnFailure, eventually, startEndToEnd, stopEndToEnd, type GatewayProcess, type Service } from './service.ts';
+import {
+  dumpLogsOnFailure,
+  eventually,
+  startEndToEnd,
+  stopEndToEnd,
+  type GatewayProcess,
+  type Service,
+} from './service.ts';
 
 let mail: MailServer;
 let service: Service;
@@ -50,14 +57,22 @@ describe('connecting a mailbox', () => {
     await mail.deliver({ from: 'old@remote.test', to: user('alice').email, subject: 'from before', text: 'old' });
     const res = await service.api('POST', '/auth/intent', intent('alice', { state: 's-1', metadata: { team: 'a' } }));
     expect(res.status, JSON.stringify(res.body)).toBe(200);
-    expect(res.body).toMatchObject({ object: 'Account', provider: 'imap', email: user('alice').email, status: 'running', state: 's-1', metadata: { team: 'a' } });
+    expect(res.body).toMatchObject({
+      object: 'Account',
+      provider: 'imap',
+      email: user('alice').email,
+      status: 'running',
+      state: 's-1',
+      metadata: { team: 'a' },
+    });
     alice = res.body;
     const again = await service.api('POST', '/auth/intent', intent('alice'));
     expect(again.status).toBe(409);
     expect(again.body.detail).toContain(alice.id);
 
     const folders = (await service.api('GET', `/folders?account_id=${alice.id}`)).body.data;
-    for (const role of ['INBOX', 'SENT', 'DRAFTS', 'TRASH', 'SPAM', 'ARCHIVE']) expect(folders.map((f: any) => f.role)).toContain(role);
+    for (const role of ['INBOX', 'SENT', 'DRAFTS', 'TRASH', 'SPAM', 'ARCHIVE'])
+      expect(folders.map((f: any) => f.role)).toContain(role);
 
     const row = service.query<{ credentials: string }>('SELECT * FROM accounts WHERE id = ?', alice.id)[0]!;
     const dump = JSON.stringify(row);
@@ -79,7 +94,8 @@ describe('connecting a mailbox', () => {
           subject: `message ${i}`,
           text: `plain body ${i}`,
           html: `<p>html body <b>${i}</b></p>`,
-          attachments: i % 4 === 0 ? [{ filename: `report-${i}.pdf`, content: pdf, contentType: 'application/pdf' }] : undefined,
+          attachments:
+            i % 4 === 0 ? [{ filename: `report-${i}.pdf`, content: pdf, contentType: 'application/pdf' }] : undefined,
         }),
       );
     }
@@ -91,7 +107,12 @@ describe('connecting a mailbox', () => {
         html: '<p>look: <img src="cid:pixel@test"></p>',
         attachments: [{ filename: 'pixel.png', content: png, contentType: 'image/png', cid: 'pixel@test' }],
       }),
-      mail.deliver({ from: 'Html Only <html@remote.test>', to, subject: 'html only', html: '<h1>Only HTML</h1><p>no text part</p>' }),
+      mail.deliver({
+        from: 'Html Only <html@remote.test>',
+        to,
+        subject: 'html only',
+        html: '<h1>Only HTML</h1><p>no text part</p>',
+      }),
       mail.deliver({
         from: 'latin@remote.test',
         to,
@@ -115,30 +136,57 @@ describe('connecting a mailbox', () => {
     );
     await Promise.all(sends);
 
-    const emails = await eventually(async () => {
-      const all = await listAll(alice.id);
-      return all.length >= 20 ? all : null;
-    }, { what: '20 emails', timeoutMs: 60_000, intervalMs: 250 });
+    const emails = await eventually(
+      async () => {
+        const all = await listAll(alice.id);
+        return all.length >= 20 ? all : null;
+      },
+      { what: '20 emails', timeoutMs: 60_000, intervalMs: 250 },
+    );
     expect(emails).toHaveLength(20);
     expect(emails.some((e) => e.subject === 'from before')).toBe(false);
 
-    const inboxId = (await service.api('GET', `/folders?account_id=${alice.id}`)).body.data.find((f: any) => f.role === 'INBOX').id;
+    const inboxId = (await service.api('GET', `/folders?account_id=${alice.id}`)).body.data.find(
+      (f: any) => f.role === 'INBOX',
+    ).id;
     const five = emails.find((e) => e.subject === 'message 5');
-    expect(five).toMatchObject({ role: 'INBOX', unread: true, folder_ids: [inboxId], from_attendee: { identifier: 'sender5@remote.test', display_name: 'Sender 5' } });
-    expect(five.to_attendees.map((a: any) => a.identifier).sort()).toEqual([user('alice').email, user('carol').email].sort());
+    expect(five).toMatchObject({
+      role: 'INBOX',
+      unread: true,
+      folder_ids: [inboxId],
+      from_attendee: { identifier: 'sender5@remote.test', display_name: 'Sender 5' },
+    });
+    expect(five.to_attendees.map((a: any) => a.identifier).sort()).toEqual(
+      [user('alice').email, user('carol').email].sort(),
+    );
     expect(five.body).toContain('<b>5</b>');
     expect(five.body_plain).toContain('plain body 5');
 
     const withPdf = emails.find((e) => e.subject === 'message 8');
     expect(withPdf.attachments).toHaveLength(1);
-    expect(withPdf.attachments[0]).toMatchObject({ name: 'report-8.pdf', extension: 'pdf', mime: 'application/pdf', size: pdf.length });
-    const download = await fetch(`${service.base}/api/v1/emails/${withPdf.id}/attachments/${withPdf.attachments[0].id}`, { headers: { 'X-API-KEY': service.adminKey } });
+    expect(withPdf.attachments[0]).toMatchObject({
+      name: 'report-8.pdf',
+      extension: 'pdf',
+      mime: 'application/pdf',
+      size: pdf.length,
+    });
+    const download = await fetch(
+      `${service.base}/api/v1/emails/${withPdf.id}/attachments/${withPdf.attachments[0].id}`,
+      { headers: { 'X-API-KEY': service.adminKey } },
+    );
     expect(Buffer.from(await download.arrayBuffer()).equals(pdf)).toBe(true);
 
     const inline = emails.find((e) => e.subject === 'inline image');
     expect(inline.has_attachments).toBe(true);
-    expect(inline.attachments[0]).toMatchObject({ name: 'pixel.png', cid: 'pixel@test', inline: true, size: png.length });
-    const pixel = await fetch(`${service.base}/api/v1/emails/${inline.id}/attachments/${inline.attachments[0].id}`, { headers: { 'X-API-KEY': service.adminKey } });
+    expect(inline.attachments[0]).toMatchObject({
+      name: 'pixel.png',
+      cid: 'pixel@test',
+      inline: true,
+      size: png.length,
+    });
+    const pixel = await fetch(`${service.base}/api/v1/emails/${inline.id}/attachments/${inline.attachments[0].id}`, {
+      headers: { 'X-API-KEY': service.adminKey },
+    });
     expect(Buffer.from(await pixel.arrayBuffer()).equals(png)).toBe(true);
 
     const htmlOnly = emails.find((e) => e.subject === 'html only');
@@ -150,11 +198,16 @@ describe('connecting a mailbox', () => {
     expect(latin.from_attendee.display_name).toBe('Jörg Müller');
     expect(latin.body_plain).toContain('Schöne Grüße aus Köln');
 
-    const raw = await fetch(`${service.base}/api/v1/emails/${five.id}/raw`, { headers: { 'X-API-KEY': service.adminKey } });
+    const raw = await fetch(`${service.base}/api/v1/emails/${five.id}/raw`, {
+      headers: { 'X-API-KEY': service.adminKey },
+    });
     expect(raw.headers.get('content-type')).toBe('message/rfc822');
     expect(await raw.text()).toContain('Subject: message 5');
 
-    const newEvents = service.query<{ n: number }>("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.new'", alice.id)[0]!;
+    const newEvents = service.query<{ n: number }>(
+      "SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.new'",
+      alice.id,
+    )[0]!;
     expect(newEvents.n).toBe(20);
   });
 
@@ -165,28 +218,47 @@ describe('connecting a mailbox', () => {
       const target = before.find((e) => e.subject === 'message 1');
       const other = before.find((e) => e.subject === 'message 2');
       await imap.mailboxOpen('INBOX');
-      const [uid1] = await imap.search({ header: { subject: 'message 1' } }, { uid: true }) as number[];
+      const [uid1] = (await imap.search({ header: { subject: 'message 1' } }, { uid: true })) as number[];
       await imap.messageFlagsAdd(String(uid1), ['\\Seen', '\\Flagged'], { uid: true });
-      await eventually(async () => {
-        const e = (await service.api('GET', `/emails/${target.id}`)).body;
-        return e.is_unread === false && (await listAll(alice.id)).find((x) => x.id === target.id)?.starred === true;
-      }, { what: 'flags to follow' });
+      await eventually(
+        async () => {
+          const e = (await service.api('GET', `/emails/${target.id}`)).body;
+          return e.is_unread === false && (await listAll(alice.id)).find((x) => x.id === target.id)?.starred === true;
+        },
+        { what: 'flags to follow' },
+      );
 
       await imap.messageMove(String(uid1), 'Archive', { uid: true });
-      const archive = (await service.api('GET', `/folders?account_id=${alice.id}`)).body.data.find((f: any) => f.role === 'ARCHIVE');
-      const moved = await eventually(async () => {
-        const e = (await listAll(alice.id)).find((x) => x.id === target.id);
-        return e?.role === 'ARCHIVE' ? e : null;
-      }, { what: 'the move to Archive' });
+      const archive = (await service.api('GET', `/folders?account_id=${alice.id}`)).body.data.find(
+        (f: any) => f.role === 'ARCHIVE',
+      );
+      const moved = await eventually(
+        async () => {
+          const e = (await listAll(alice.id)).find((x) => x.id === target.id);
+          return e?.role === 'ARCHIVE' ? e : null;
+        },
+        { what: 'the move to Archive' },
+      );
       expect(moved.folder_ids).toEqual([archive.id]);
       expect(moved).toMatchObject({ id: target.id, unread: false, starred: true });
 
-      const [uid2] = await imap.search({ header: { subject: 'message 2' } }, { uid: true }) as number[];
+      const [uid2] = (await imap.search({ header: { subject: 'message 2' } }, { uid: true })) as number[];
       await imap.messageDelete(String(uid2), { uid: true });
-      await eventually(async () => (await service.api('GET', `/emails/${other.id}`)).status === 404, { what: 'the expunge' });
-      const deleted = service.query<{ data_json: string }>("SELECT data_json FROM events WHERE account_id = ? AND type = 'email.delete'", alice.id);
+      await eventually(async () => (await service.api('GET', `/emails/${other.id}`)).status === 404, {
+        what: 'the expunge',
+      });
+      const deleted = service.query<{ data_json: string }>(
+        "SELECT data_json FROM events WHERE account_id = ? AND type = 'email.delete'",
+        alice.id,
+      );
       expect(deleted.map((d) => JSON.parse(d.data_json).id)).toEqual([other.id]);
-      expect(service.query("SELECT id FROM events WHERE account_id = ? AND type = 'email.update' AND data_json LIKE ?", alice.id, `%${target.id}%`).length).toBeGreaterThanOrEqual(2);
+      expect(
+        service.query(
+          "SELECT id FROM events WHERE account_id = ? AND type = 'email.update' AND data_json LIKE ?",
+          alice.id,
+          `%${target.id}%`,
+        ).length,
+      ).toBeGreaterThanOrEqual(2);
       expect((await listAll(alice.id)).length).toBe(19);
     } finally {
       await imap.logout();
@@ -203,45 +275,85 @@ describe('connecting a mailbox', () => {
       for (let i = 0; i < total; i += batch) {
         await Promise.all(
           Array.from({ length: Math.min(batch, total - i) }, (_, k) =>
-            mail.deliver({ from: 'bulk@remote.test', to, subject: `bulk ${i + k}`, text: `bulk body ${i + k}`, wait: false }),
+            mail.deliver({
+              from: 'bulk@remote.test',
+              to,
+              subject: `bulk ${i + k}`,
+              text: `bulk body ${i + k}`,
+              wait: false,
+            }),
           ),
         );
         sent = i + batch;
       }
     })();
     // Kill the gateway while mail is flowing and syncing, then start a new one.
-    await eventually(async () => (await listAll(alice.id)).length > before.size + 200, { what: 'sync to be under way', timeoutMs: 120_000, intervalMs: 250 });
+    await eventually(async () => (await listAll(alice.id)).length > before.size + 200, {
+      what: 'sync to be under way',
+      timeoutMs: 120_000,
+      intervalMs: 250,
+    });
     await gateway.kill('SIGKILL');
     await new Promise((r) => setTimeout(r, 1000));
     gateway = service.startGateway('gw-main', { NODE_EXTRA_CA_CERTS: mail.caFile });
     await sender;
     expect(sent).toBeGreaterThanOrEqual(total);
 
-    const all = await eventually(async () => {
-      const list = await listAll(alice.id);
-      return list.length >= before.size + total ? list : null;
-    }, { what: `${total} bulk emails`, timeoutMs: 240_000, intervalMs: 1000 });
+    const all = await eventually(
+      async () => {
+        const list = await listAll(alice.id);
+        return list.length >= before.size + total ? list : null;
+      },
+      { what: `${total} bulk emails`, timeoutMs: 240_000, intervalMs: 1000 },
+    );
     const subjects = all.filter((e) => e.subject.startsWith('bulk ')).map((e) => e.subject);
     expect(subjects.length).toBe(total);
     expect(new Set(subjects).size).toBe(total);
     for (const [id, subject] of before) expect(all.find((e) => e.id === id)?.subject).toBe(subject);
-    const events = service.query<{ n: number }>("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.new' AND data_json LIKE '%bulk %'", alice.id)[0]!;
+    const events = service.query<{ n: number }>(
+      "SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.new' AND data_json LIKE '%bulk %'",
+      alice.id,
+    )[0]!;
     expect(events.n).toBe(total);
   });
 
-  it('turns disconnected when Dovecot stops and running again, with the mail meanwhile', { timeout: 300_000 }, async () => {
+  it('turns disconnected when Dovecot stops and running again, with the mail meanwhile', {
+    timeout: 300_000,
+  }, async () => {
     await mail.stopDovecot();
-    const down = await eventually(async () => {
-      const a = (await service.api('GET', `/accounts/${alice.id}`)).body;
-      return a.status === 'disconnected' ? a : null;
-    }, { what: 'status disconnected', timeoutMs: 60_000, intervalMs: 250 });
+    const down = await eventually(
+      async () => {
+        const a = (await service.api('GET', `/accounts/${alice.id}`)).body;
+        return a.status === 'disconnected' ? a : null;
+      },
+      { what: 'status disconnected', timeoutMs: 60_000, intervalMs: 250 },
+    );
     expect(down.last_error).toBeTruthy();
-    const queued = mail.deliver({ from: 'late@remote.test', to: user('alice').email, subject: 'while down', text: 'queued', wait: false });
+    const queued = mail.deliver({
+      from: 'late@remote.test',
+      to: user('alice').email,
+      subject: 'while down',
+      text: 'queued',
+      wait: false,
+    });
     await queued;
     await mail.startDovecot();
-    await eventually(async () => (await service.api('GET', `/accounts/${alice.id}`)).body.status === 'running', { what: 'status running', timeoutMs: 90_000, intervalMs: 250 });
-    await eventually(async () => (await service.api('GET', `/emails?account_id=${alice.id}&subject=while%20down`)).body.data.length === 1, { what: 'the mail delivered while down', timeoutMs: 60_000, intervalMs: 250 });
-    const statuses = service.query<{ type: string }>("SELECT type FROM events WHERE account_id = ? AND type LIKE 'account.status.%' ORDER BY created_at", alice.id).map((r) => r.type);
+    await eventually(async () => (await service.api('GET', `/accounts/${alice.id}`)).body.status === 'running', {
+      what: 'status running',
+      timeoutMs: 90_000,
+      intervalMs: 250,
+    });
+    await eventually(
+      async () =>
+        (await service.api('GET', `/emails?account_id=${alice.id}&subject=while%20down`)).body.data.length === 1,
+      { what: 'the mail delivered while down', timeoutMs: 60_000, intervalMs: 250 },
+    );
+    const statuses = service
+      .query<{ type: string }>(
+        "SELECT type FROM events WHERE account_id = ? AND type LIKE 'account.status.%' ORDER BY created_at",
+        alice.id,
+      )
+      .map((r) => r.type);
     expect(statuses).toEqual(['account.status.disconnected', 'account.status.running']);
   });
 

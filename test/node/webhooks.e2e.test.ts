@@ -25,7 +25,8 @@ let endpoint: { id: string; secret: string };
 let accountId: string;
 
 const user = (name: string) => mail.users.find((u) => u.user === name)!;
-const callsOf = (type: string, account?: string) => calls.filter((c) => c.json.type === type && (!account || c.json.account_id === account));
+const callsOf = (type: string, account?: string) =>
+  calls.filter((c) => c.json.type === type && (!account || c.json.account_id === account));
 const DAY = 24 * 3600 * 1000;
 
 /**
@@ -47,8 +48,14 @@ async function appendOld(name: string, items: { subject: string; at: Date }[]): 
   try {
     for (const { subject, at } of items) {
       const raw = [
-        'From: Old Friend <friend@remote.test>', `To: ${user(name).email}`, `Subject: ${subject}`,
-        `Message-ID: <${subject.replace(/\W+/g, '-')}-${at.getTime()}@remote.test>`, `Date: ${at.toUTCString()}`, '', `sent ${at.toISOString()}`, '',
+        'From: Old Friend <friend@remote.test>',
+        `To: ${user(name).email}`,
+        `Subject: ${subject}`,
+        `Message-ID: <${subject.replace(/\W+/g, '-')}-${at.getTime()}@remote.test>`,
+        `Date: ${at.toUTCString()}`,
+        '',
+        `sent ${at.toISOString()}`,
+        '',
       ].join('\r\n');
       await imap.append('INBOX', raw, ['\\Seen'], at);
     }
@@ -87,10 +94,25 @@ describe('webhooks end to end', () => {
       url: subscriberUrl,
       description: 'everything',
       trigger_events: [
-        'email.new', 'email.new.bounce', 'email.update', 'email.delete', 'email.draft.new', 'email.draft.delete',
-        'email.folder.create', 'email.folder.update', 'email.folder.delete', 'account.add', 'account.reconnect',
-        'account.remove', 'account.status.running', 'account.status.errored', 'account.status.disconnected',
-        'tracking.open', 'tracking.click', 'account.initial_sync.running', 'account.initial_sync.completed',
+        'email.new',
+        'email.new.bounce',
+        'email.update',
+        'email.delete',
+        'email.draft.new',
+        'email.draft.delete',
+        'email.folder.create',
+        'email.folder.update',
+        'email.folder.delete',
+        'account.add',
+        'account.reconnect',
+        'account.remove',
+        'account.status.running',
+        'account.status.errored',
+        'account.status.disconnected',
+        'tracking.open',
+        'tracking.click',
+        'account.initial_sync.running',
+        'account.initial_sync.completed',
       ],
       headers: [{ key: 'X-Team', value: 'mail' }],
     });
@@ -98,17 +120,27 @@ describe('webhooks end to end', () => {
     endpoint = created.body;
     const alice = user('alice');
     const connect = (extra: Record<string, unknown> = {}) => mailboxIntent(mail.info(), 'alice', extra);
-    const account = await eventually(async () => {
-      const res = await service.api('POST', '/auth/intent', connect());
-      return res.status === 200 ? res.body : null;
-    }, { what: 'connecting alice', timeoutMs: 60_000, intervalMs: 500 });
+    const account = await eventually(
+      async () => {
+        const res = await service.api('POST', '/auth/intent', connect());
+        return res.status === 200 ? res.body : null;
+      },
+      { what: 'connecting alice', timeoutMs: 60_000, intervalMs: 500 },
+    );
     accountId = account.id;
     await eventually(() => callsOf('account.add').length === 1, { what: 'account.add' });
 
     // email.new, with a verifiable signature
     await mail.deliver({ from: 'Bob <bob@remote.test>', to: alice.email, subject: 'webhook me', text: 'hello hooks' });
-    const [newCall] = await eventually(() => (callsOf('email.new').length ? callsOf('email.new') : null), { what: 'email.new' });
-    expect(newCall!.json).toMatchObject({ object: 'Event', type: 'email.new', account_id: accountId, endpoint_id: endpoint.id });
+    const [newCall] = await eventually(() => (callsOf('email.new').length ? callsOf('email.new') : null), {
+      what: 'email.new',
+    });
+    expect(newCall!.json).toMatchObject({
+      object: 'Event',
+      type: 'email.new',
+      account_id: accountId,
+      endpoint_id: endpoint.id,
+    });
     expect(newCall!.json.id).toMatch(/^evt_/);
     expect(newCall!.json.data).toMatchObject({ object: 'Email', subject: 'webhook me', origin: 'external' });
     expect(newCall!.headers['x-team']).toBe('mail');
@@ -129,23 +161,55 @@ describe('webhooks end to end', () => {
     try {
       await imap.mailboxOpen('INBOX');
       await imap.messageFlagsAdd('1:*', ['\\Seen']);
-      await eventually(() => callsOf('email.update').some((c) => c.json.data.id === emailId && c.json.data.unread === false), { what: 'email.update' });
+      await eventually(
+        () => callsOf('email.update').some((c) => c.json.data.id === emailId && c.json.data.unread === false),
+        { what: 'email.update' },
+      );
 
       // folders
       await imap.mailboxCreate('Receipts');
-      await eventually(() => callsOf('email.folder.create').some((c) => c.json.data.name === 'Receipts'), { what: 'email.folder.create', timeoutMs: 30_000 });
+      await eventually(() => callsOf('email.folder.create').some((c) => c.json.data.name === 'Receipts'), {
+        what: 'email.folder.create',
+        timeoutMs: 30_000,
+      });
       await imap.mailboxRename('Receipts', 'Invoices');
-      await eventually(() => callsOf('email.folder.create').some((c) => c.json.data.name === 'Invoices') || callsOf('email.folder.update').length > 0, { what: 'the rename' });
+      await eventually(
+        () =>
+          callsOf('email.folder.create').some((c) => c.json.data.name === 'Invoices') ||
+          callsOf('email.folder.update').length > 0,
+        { what: 'the rename' },
+      );
       await imap.mailboxDelete('Invoices');
-      await eventually(() => callsOf('email.folder.delete').length > 0, { what: 'email.folder.delete', timeoutMs: 30_000 });
+      await eventually(() => callsOf('email.folder.delete').length > 0, {
+        what: 'email.folder.delete',
+        timeoutMs: 30_000,
+      });
 
       // drafts
-      await imap.append('Drafts', ['From: alice@example.test', 'To: bob@example.test', 'Subject: draft one', 'Message-ID: <draft-1@example.test>', '', 'draft body', ''].join('\r\n'), ['\\Draft']);
-      const draft = await eventually(() => callsOf('email.draft.new')[0], { what: 'email.draft.new', timeoutMs: 30_000 });
+      await imap.append(
+        'Drafts',
+        [
+          'From: alice@example.test',
+          'To: bob@example.test',
+          'Subject: draft one',
+          'Message-ID: <draft-1@example.test>',
+          '',
+          'draft body',
+          '',
+        ].join('\r\n'),
+        ['\\Draft'],
+      );
+      const draft = await eventually(() => callsOf('email.draft.new')[0], {
+        what: 'email.draft.new',
+        timeoutMs: 30_000,
+      });
       expect(draft.json.data).toMatchObject({ object: 'Draft', subject: 'draft one' });
       await imap.mailboxOpen('Drafts');
       await imap.messageDelete('1:*');
-      await eventually(() => callsOf('email.draft.delete').length === 1, { what: 'email.draft.delete', timeoutMs: 30_000 });
+      await eventually(() => callsOf('email.draft.delete').length === 1, {
+        what: 'email.draft.delete',
+        timeoutMs: 30_000,
+      });
 
       await imap.mailboxOpen('INBOX');
       await imap.messageDelete('1:*');
@@ -172,7 +236,10 @@ describe('webhooks end to end', () => {
     const trackingId: string = tracked.body.tracking_id;
     expect(trackingId).toMatch(/^trk_/);
     // The Sent copy syncs with the tracking id (the events name it by email_id).
-    const sentCall = await eventually(() => callsOf('email.new').find((c) => c.json.data.tracking_id === trackingId), { what: 'email.new of the tracked Sent copy', timeoutMs: 60_000 });
+    const sentCall = await eventually(() => callsOf('email.new').find((c) => c.json.data.tracking_id === trackingId), {
+      what: 'email.new of the tracked Sent copy',
+      timeoutMs: 60_000,
+    });
     expect(sentCall.json.data).toMatchObject({ origin: 'api', subject: 'tracked hook' });
     const sent = await service.api('GET', `/emails/${sentCall.json.data.id}`);
     expect(sent.status).toBe(200);
@@ -189,20 +256,35 @@ describe('webhooks end to end', () => {
     expect(clicked.status).toBe(302);
     expect(clicked.headers.get('location')).toBe('https://example.org/offer?id=7&src=hook');
     const clickCall = await eventually(() => callsOf('tracking.click')[0], { what: 'tracking.click' });
-    for (const [call, type] of [[openCall, 'tracking.open'], [clickCall, 'tracking.click']] as const) {
+    for (const [call, type] of [
+      [openCall, 'tracking.open'],
+      [clickCall, 'tracking.click'],
+    ] as const) {
       expect(call.json).toMatchObject({ object: 'Event', type, account_id: accountId, endpoint_id: endpoint.id });
       expect(call.json.id).toMatch(/^evt_/);
       expect(call.headers['webhook-id']).toBe(call.json.id);
-      expect(new Webhook(endpoint.secret).verify(call.body, {
-        'webhook-id': String(call.headers['webhook-id']),
-        'webhook-timestamp': String(call.headers['webhook-timestamp']),
-        'webhook-signature': String(call.headers['webhook-signature']),
-      })).toMatchObject({ id: call.json.id, type });
+      expect(
+        new Webhook(endpoint.secret).verify(call.body, {
+          'webhook-id': String(call.headers['webhook-id']),
+          'webhook-timestamp': String(call.headers['webhook-timestamp']),
+          'webhook-signature': String(call.headers['webhook-signature']),
+        }),
+      ).toMatchObject({ id: call.json.id, type });
     }
-    expect(openCall.json.data).toEqual({ email_id: sentCall.json.data.id, tracking_id: trackingId, user_agent: 'HookReader/1.0', ip: expect.any(String), label: 'hooks-label' });
+    expect(openCall.json.data).toEqual({
+      email_id: sentCall.json.data.id,
+      tracking_id: trackingId,
+      user_agent: 'HookReader/1.0',
+      ip: expect.any(String),
+      label: 'hooks-label',
+    });
     expect(clickCall.json.data).toEqual({
-      email_id: sentCall.json.data.id, tracking_id: trackingId, url: 'https://example.org/offer?id=7&src=hook',
-      user_agent: 'HookClicker/2.0', ip: expect.any(String), label: 'hooks-label',
+      email_id: sentCall.json.data.id,
+      tracking_id: trackingId,
+      url: 'https://example.org/offer?id=7&src=hook',
+      user_agent: 'HookClicker/2.0',
+      ip: expect.any(String),
+      label: 'hooks-label',
     });
     expect(openCall.json.data.ip).toMatch(/^(127\.0\.0\.1|::1|::ffff:127\.0\.0\.1)$/);
     expect(clickCall.json.data.ip).toBe(openCall.json.data.ip);
@@ -210,12 +292,23 @@ describe('webhooks end to end', () => {
     // status changes: the server goes away (disconnected), comes back refusing the password (errored),
     // then accepts it again (running).
     await mail.stopDovecot();
-    await eventually(() => callsOf('account.status.disconnected').length === 1, { what: 'account.status.disconnected', timeoutMs: 60_000 });
+    await eventually(() => callsOf('account.status.disconnected').length === 1, {
+      what: 'account.status.disconnected',
+      timeoutMs: 60_000,
+    });
     setPassword(alice.user, 'a-changed-and-longer-password');
     try {
       await mail.startDovecot();
-      const errored = await eventually(() => callsOf('account.status.errored')[0], { what: 'account.status.errored', timeoutMs: 60_000 });
-      expect(errored.json).toMatchObject({ object: 'Event', type: 'account.status.errored', account_id: accountId, endpoint_id: endpoint.id });
+      const errored = await eventually(() => callsOf('account.status.errored')[0], {
+        what: 'account.status.errored',
+        timeoutMs: 60_000,
+      });
+      expect(errored.json).toMatchObject({
+        object: 'Event',
+        type: 'account.status.errored',
+        account_id: accountId,
+        endpoint_id: endpoint.id,
+      });
       expect(errored.json.data).toMatchObject({ object: 'Account', id: accountId, status: 'errored' });
       expect(errored.json.data.last_error).toMatch(/login failed/i);
       expect(errored.json.data.last_error).not.toContain('a-changed-and-longer-password');
@@ -223,7 +316,10 @@ describe('webhooks end to end', () => {
     } finally {
       setPassword(alice.user, alice.password);
     }
-    const running = await eventually(() => callsOf('account.status.running')[0], { what: 'account.status.running', timeoutMs: 90_000 });
+    const running = await eventually(() => callsOf('account.status.running')[0], {
+      what: 'account.status.running',
+      timeoutMs: 90_000,
+    });
     expect(running.json.data).toMatchObject({ object: 'Account', id: accountId, status: 'running', last_error: null });
     expect(callsOf('account.status.running')).toHaveLength(1);
     expect(callsOf('account.status.errored')).toHaveLength(1);
@@ -247,22 +343,49 @@ describe('webhooks end to end', () => {
       { subject: 'old two days', at: new Date(now - 2 * DAY) },
       { subject: 'old one day', at: new Date(now - 1 * DAY) },
     ]);
-    const bobAccount = await eventually(async () => {
-      const res = await service.api('POST', '/auth/intent', mailboxIntent(mail.info(), 'bob', { initial_sync_enable: true, initial_sync_days: 3 }));
-      return res.status === 200 ? res.body : null;
-    }, { what: 'connecting bob', timeoutMs: 60_000, intervalMs: 500 });
+    const bobAccount = await eventually(
+      async () => {
+        const res = await service.api(
+          'POST',
+          '/auth/intent',
+          mailboxIntent(mail.info(), 'bob', { initial_sync_enable: true, initial_sync_days: 3 }),
+        );
+        return res.status === 200 ? res.body : null;
+      },
+      { what: 'connecting bob', timeoutMs: 60_000, intervalMs: 500 },
+    );
     await eventually(() => callsOf('account.add', bobAccount.id).length === 1, { what: "bob's account.add" });
-    const syncCompleted = await eventually(() => callsOf('account.initial_sync.completed', bobAccount.id)[0], { what: 'account.initial_sync.completed', timeoutMs: 60_000 });
+    const syncCompleted = await eventually(() => callsOf('account.initial_sync.completed', bobAccount.id)[0], {
+      what: 'account.initial_sync.completed',
+      timeoutMs: 60_000,
+    });
     const syncRunning = callsOf('account.initial_sync.running', bobAccount.id);
     expect(syncRunning).toHaveLength(1);
     expect(calls.indexOf(syncRunning[0]!)).toBeLessThan(calls.indexOf(syncCompleted));
     expect(Date.parse(syncRunning[0]!.json.created_at)).toBeLessThanOrEqual(Date.parse(syncCompleted.json.created_at));
-    for (const [call, state] of [[syncRunning[0]!, 'running'], [syncCompleted, 'completed']] as const) {
-      expect(call.json).toMatchObject({ object: 'Event', type: `account.initial_sync.${state}`, account_id: bobAccount.id, endpoint_id: endpoint.id });
-      expect(call.json.data).toMatchObject({ object: 'Account', id: bobAccount.id, initial_sync: state, initial_sync_enable: true, initial_sync_days: 3 });
+    for (const [call, state] of [
+      [syncRunning[0]!, 'running'],
+      [syncCompleted, 'completed'],
+    ] as const) {
+      expect(call.json).toMatchObject({
+        object: 'Event',
+        type: `account.initial_sync.${state}`,
+        account_id: bobAccount.id,
+        endpoint_id: endpoint.id,
+      });
+      expect(call.json.data).toMatchObject({
+        object: 'Account',
+        id: bobAccount.id,
+        initial_sync: state,
+        initial_sync_enable: true,
+        initial_sync_days: 3,
+      });
     }
     // The pulled mail: exactly the two messages inside the window.
-    const pulled = await eventually(() => (callsOf('email.new', bobAccount.id).length >= 2 ? callsOf('email.new', bobAccount.id) : null), { what: "bob's pulled email.new" });
+    const pulled = await eventually(
+      () => (callsOf('email.new', bobAccount.id).length >= 2 ? callsOf('email.new', bobAccount.id) : null),
+      { what: "bob's pulled email.new" },
+    );
     expect(pulled.map((c) => c.json.data.subject).sort()).toEqual(['old one day', 'old two days']);
 
     // Once per event id; every call answered 200, so every conversation is delivered.
@@ -270,11 +393,16 @@ describe('webhooks end to end', () => {
     expect(new Set(ids).size).toBe(ids.length);
     const log = await service.api('GET', `/webhooks/conversations?endpoint_id=${endpoint.id}&limit=250`);
     expect(log.body.data.length).toBe(calls.length);
-    expect(log.body.data.every((c: any) => c.status === 'delivered' && c.attempts === 1 && c.last_status_code === 200)).toBe(true);
+    expect(
+      log.body.data.every((c: any) => c.status === 'delivered' && c.attempts === 1 && c.last_status_code === 200),
+    ).toBe(true);
   });
 
   it('sends nothing to an endpoint whose trigger_events do not match', async () => {
-    const quiet = await service.api('POST', '/webhooks/endpoints', { url: `${subscriberUrl}?quiet=1`, trigger_events: ['tracking.click'] });
+    const quiet = await service.api('POST', '/webhooks/endpoints', {
+      url: `${subscriberUrl}?quiet=1`,
+      trigger_events: ['tracking.click'],
+    });
     expect(quiet.status).toBe(200);
     const log = await service.api('GET', `/webhooks/conversations?endpoint_id=${quiet.body.id}`);
     expect(log.body.data).toEqual([]);

@@ -57,7 +57,9 @@ describe('API keys and authentication', () => {
     }
     for (const row of results) expect(row.key_hash).toMatch(/^[0-9a-f]{64}$/);
     // Every table in the database: no key value anywhere.
-    const tables = await env.DB.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\'").all<{ name: string }>();
+    const tables = await env.DB.prepare(
+      "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\'",
+    ).all<{ name: string }>();
     for (const { name } of tables.results) {
       if (name.startsWith('sqlite_') || name === 'd1_migrations') continue;
       const dump = JSON.stringify((await env.DB.prepare(`SELECT * FROM "${name}"`).all()).results);
@@ -69,11 +71,15 @@ describe('API keys and authentication', () => {
     const { body } = await api('POST', '/api-keys', { body: { name: 'used' } });
     await api('GET', '/api-keys', { key: body.key });
     await new Promise((r) => setTimeout(r, 50)); // the write happens in waitUntil
-    const first = await env.DB.prepare('SELECT last_used_at FROM api_keys WHERE id = ?').bind(body.id).first<{ last_used_at: string }>();
+    const first = await env.DB.prepare('SELECT last_used_at FROM api_keys WHERE id = ?')
+      .bind(body.id)
+      .first<{ last_used_at: string }>();
     expect(first?.last_used_at).toBeTruthy();
     await api('GET', '/api-keys', { key: body.key });
     await new Promise((r) => setTimeout(r, 50));
-    const second = await env.DB.prepare('SELECT last_used_at FROM api_keys WHERE id = ?').bind(body.id).first<{ last_used_at: string }>();
+    const second = await env.DB.prepare('SELECT last_used_at FROM api_keys WHERE id = ?')
+      .bind(body.id)
+      .first<{ last_used_at: string }>();
     expect(second?.last_used_at).toBe(first?.last_used_at);
   });
 

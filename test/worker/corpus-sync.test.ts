@@ -9,7 +9,9 @@ import { api } from './helpers.ts';
 import { createSyncedAccount, gatewayCall } from './sync-helpers.ts';
 
 const fixtures = (env as unknown as { TEST_FIXTURES: Record<string, string> }).TEST_FIXTURES;
-const corpus = Object.keys(fixtures).filter((p) => (p.startsWith('corpus/') || p.startsWith('bounces/')) && !/\.(json|md)$/.test(p));
+const corpus = Object.keys(fixtures).filter(
+  (p) => (p.startsWith('corpus/') || p.startsWith('bounces/')) && !/\.(json|md)$/.test(p),
+);
 
 it('ingests 500+ real-world messages through the changes endpoint with no error', async () => {
   expect(corpus.length).toBeGreaterThan(500);
@@ -22,7 +24,13 @@ it('ingests 500+ real-world messages through the changes endpoint with no error'
     corpus.map(async (path, i) => {
       const bytes = Uint8Array.from(atob(fixtures[path]!), (c) => c.charCodeAt(0));
       identities.add(await identityOf({}, await parseMessage(bytes)));
-      return { uid: i + 1, flags: [], internal_date: new Date(Date.UTC(2026, 0, 1) + i * 60_000).toISOString(), size: bytes.length, raw: toBase64(bytes) };
+      return {
+        uid: i + 1,
+        flags: [],
+        internal_date: new Date(Date.UTC(2026, 0, 1) + i * 60_000).toISOString(),
+        size: bytes.length,
+        raw: toBase64(bytes),
+      };
     }),
   );
   for (let i = 0; i < messages.length; i += 25) {
@@ -34,14 +42,19 @@ it('ingests 500+ real-world messages through the changes endpoint with no error'
   }
 
   // Copies of one message (same identity) are one email; everything else is its own email.
-  const stored = await env.DB.prepare('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?').bind(account.id).first<{ n: number }>();
+  const stored = await env.DB.prepare('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?')
+    .bind(account.id)
+    .first<{ n: number }>();
   expect(stored?.n).toBe(identities.size);
 
   // The read API pages through all of them and serves each one.
   const seen: string[] = [];
   let cursor: string | null = null;
   do {
-    const page: { status: number; body: any } = await api('GET', `/emails?account_id=${account.id}&limit=250${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+    const page: { status: number; body: any } = await api(
+      'GET',
+      `/emails?account_id=${account.id}&limit=250${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+    );
     expect(page.status).toBe(200);
     seen.push(...page.body.data.map((e: { id: string }) => e.id));
     cursor = page.body.cursor;

@@ -17,7 +17,8 @@ const b64 = (bytes: Uint8Array) => toBase64(bytes).replace(/.{76}/g, '$&\r\n');
 // Fixture files, carried as base64 by the TEST_FIXTURES binding (see vitest.config.ts).
 const fixtures = (env as unknown as { TEST_FIXTURES: Record<string, string> }).TEST_FIXTURES;
 const fixture = (path: string) => fromBase64(fixtures[path]!);
-const fixturePaths = (prefix: string) => Object.keys(fixtures).filter((p) => p.startsWith(prefix) && !p.endsWith('.json') && !p.endsWith('.md'));
+const fixturePaths = (prefix: string) =>
+  Object.keys(fixtures).filter((p) => p.startsWith(prefix) && !p.endsWith('.json') && !p.endsWith('.md'));
 
 describe('parseMessage: headers and bodies', () => {
   const simple = mail([
@@ -56,7 +57,17 @@ describe('parseMessage: headers and bodies', () => {
     expect(m.in_reply_to).toBe('<parent@example.com>');
     expect(m.references).toEqual(['<root@example.com>', '<parent@example.com>']);
     expect(m.headers.map((h) => h.name)).toEqual([
-      'Return-Path', 'From', 'To', 'Cc', 'Reply-To', 'Subject', 'Date', 'Message-ID', 'In-Reply-To', 'References', 'X-Custom',
+      'Return-Path',
+      'From',
+      'To',
+      'Cc',
+      'Reply-To',
+      'Subject',
+      'Date',
+      'Message-ID',
+      'In-Reply-To',
+      'References',
+      'X-Custom',
     ]);
     expect(m.headers.find((h) => h.name === 'X-Custom')?.value).toBe('décodé');
     expect(m.headers.find((h) => h.name === 'References')?.value).toBe('<root@example.com>  <parent@example.com>');
@@ -75,15 +86,17 @@ describe('parseMessage: headers and bodies', () => {
   });
 
   it('derives the plain text of an HTML-only body', async () => {
-    const m = await parseMessage(mail([
-      'From: a@example.com',
-      'Content-Type: text/html; charset=utf-8',
-      '',
-      '<html><head><title>T</title><style>p{color:red}</style></head><body>',
-      '<script>alert("x")</script><!-- hidden -->',
-      '<h1>Title</h1><p>First&nbsp;para &amp; more&#33;</p><p>Line<br>break</p>',
-      '<ul><li>one</li><li>two</li></ul><header>kept</header></body></html>',
-    ]));
+    const m = await parseMessage(
+      mail([
+        'From: a@example.com',
+        'Content-Type: text/html; charset=utf-8',
+        '',
+        '<html><head><title>T</title><style>p{color:red}</style></head><body>',
+        '<script>alert("x")</script><!-- hidden -->',
+        '<h1>Title</h1><p>First&nbsp;para &amp; more&#33;</p><p>Line<br>break</p>',
+        '<ul><li>one</li><li>two</li></ul><header>kept</header></body></html>',
+      ]),
+    );
     expect(m.html).toContain('<h1>Title</h1>');
     expect(m.plain).toBe('Title\n\nFirst para & more!\n\nLine\nbreak\n\n• one\n• two\n\nkept');
     expect(m.snippet).toBe('Title First para & more! Line break • one • two kept');
@@ -98,7 +111,13 @@ describe('parseMessage: headers and bodies', () => {
 
 describe('parseMessage: charsets and line endings', () => {
   const part = (charset: string, body: string, cte = '8bit') =>
-    mail(['From: a@example.com', `Content-Type: text/plain; charset=${charset}`, `Content-Transfer-Encoding: ${cte}`, '', body]);
+    mail([
+      'From: a@example.com',
+      `Content-Type: text/plain; charset=${charset}`,
+      `Content-Transfer-Encoding: ${cte}`,
+      '',
+      body,
+    ]);
 
   it.each([
     ['iso-8859-1', 'caf\xe9', 'café'],
@@ -119,12 +138,9 @@ describe('parseMessage: charsets and line endings', () => {
   });
 
   it('reads raw 8-bit header values as UTF-8 when valid, else Latin-1', async () => {
-    const m = await parseMessage(mail([
-      'From: J\xf6rg <j@example.com>',
-      `Subject: ${String.fromCharCode(...utf8Bytes('Grüße'))}`,
-      '',
-      'x',
-    ]));
+    const m = await parseMessage(
+      mail(['From: J\xf6rg <j@example.com>', `Subject: ${String.fromCharCode(...utf8Bytes('Grüße'))}`, '', 'x']),
+    );
     expect(m.from).toEqual({ address: 'j@example.com', name: 'Jörg' });
     expect(m.subject).toBe('Grüße');
   });
@@ -247,13 +263,22 @@ describe('parseMessage: attachments', () => {
     expect(summary).toEqual([
       { filename: 'image.png', extension: 'png', mime: 'image/png', size: png.length, cid: 'logo@x', inline: true },
       { filename: 'Résumé.PDF', extension: 'pdf', mime: 'application/pdf', size: pdf.length, cid: null, inline: false },
-      { filename: 'winmail.dat', extension: 'dat', mime: 'application/ms-tnef', size: tnef.length, cid: null, inline: false },
+      {
+        filename: 'winmail.dat',
+        extension: 'dat',
+        mime: 'application/ms-tnef',
+        size: tnef.length,
+        cid: null,
+        inline: false,
+      },
       { filename: 'message.eml', extension: 'eml', mime: 'message/rfc822', size: 87, cid: null, inline: false },
       { filename: 'отчёт.txt', extension: 'txt', mime: 'application/octet-stream', size: 7, cid: null, inline: false },
     ]);
     // Parts without a transfer encoding come back as postal-mime gives them: LF line ends, final LF kept.
     const text = (i: number) => new TextDecoder().decode(m.attachments[i]!.content);
-    expect(text(3)).toBe('From: inner@example.com\nSubject: forwarded\nMessage-ID: <inner@example.com>\n\ninner body\n');
+    expect(text(3)).toBe(
+      'From: inner@example.com\nSubject: forwarded\nMessage-ID: <inner@example.com>\n\ninner body\n',
+    );
     expect(text(4)).toBe('report\n');
     expect(m.attachments[0]!.content).toEqual(png);
     expect(m.attachments[1]!.content).toEqual(pdf);
@@ -261,21 +286,23 @@ describe('parseMessage: attachments', () => {
   });
 
   it('survives missing boundaries, a missing boundary parameter and bad base64', async () => {
-    const m = await parseMessage(mail([
-      'From: a@example.com',
-      'Content-Type: multipart/mixed; boundary="b"',
-      '',
-      '--b',
-      'Content-Type: text/plain',
-      '',
-      'before',
-      '--b',
-      'Content-Type: application/octet-stream; name=x.bin',
-      'Content-Transfer-Encoding: base64',
-      '',
-      'AAEC!!!not*base64%%%AwQ=',
-      '', // no closing boundary
-    ]));
+    const m = await parseMessage(
+      mail([
+        'From: a@example.com',
+        'Content-Type: multipart/mixed; boundary="b"',
+        '',
+        '--b',
+        'Content-Type: text/plain',
+        '',
+        'before',
+        '--b',
+        'Content-Type: application/octet-stream; name=x.bin',
+        'Content-Transfer-Encoding: base64',
+        '',
+        'AAEC!!!not*base64%%%AwQ=',
+        '', // no closing boundary
+      ]),
+    );
     expect(m.plain).toBe('before');
     expect(m.attachments).toHaveLength(1);
     expect(m.attachments[0]!.filename).toBe('x.bin');
@@ -288,22 +315,24 @@ describe('parseMessage: attachments', () => {
   it('handles a 12 MB attachment', async () => {
     const big = new Uint8Array(12 * 1024 * 1024);
     for (let i = 0; i < big.length; i++) big[i] = (i * 31) & 0xff;
-    const m = await parseMessage(mail([
-      'From: a@example.com',
-      'Subject: big',
-      'Content-Type: multipart/mixed; boundary=B',
-      '',
-      '--B',
-      'Content-Type: text/plain',
-      '',
-      'attached',
-      '--B',
-      'Content-Type: application/zip; name="Data.ZIP"',
-      'Content-Transfer-Encoding: base64',
-      '',
-      b64(big),
-      '--B--',
-    ]));
+    const m = await parseMessage(
+      mail([
+        'From: a@example.com',
+        'Subject: big',
+        'Content-Type: multipart/mixed; boundary=B',
+        '',
+        '--B',
+        'Content-Type: text/plain',
+        '',
+        'attached',
+        '--B',
+        'Content-Type: application/zip; name="Data.ZIP"',
+        'Content-Transfer-Encoding: base64',
+        '',
+        b64(big),
+        '--B--',
+      ]),
+    );
     expect(m.attachments).toHaveLength(1);
     expect(m.attachments[0]!.size).toBe(big.length);
     expect(m.attachments[0]!.extension).toBe('zip');
@@ -339,7 +368,11 @@ describe('parseMessage: input postal-mime cannot parse', () => {
   });
 
   it('copes with empty input, binary noise and a header-only message', async () => {
-    for (const input of [new Uint8Array(0), crypto.getRandomValues(new Uint8Array(4096)), mail(['Subject: only headers'])]) {
+    for (const input of [
+      new Uint8Array(0),
+      crypto.getRandomValues(new Uint8Array(4096)),
+      mail(['Subject: only headers']),
+    ]) {
       const m = await parseMessage(input);
       expectSane(m);
     }
@@ -391,7 +424,7 @@ describe('parseMessage: bounces', () => {
       '--R',
       'Content-Type: text/plain',
       '',
-      'I\'m sorry to have to inform you that your message could not be delivered.',
+      "I'm sorry to have to inform you that your message could not be delivered.",
       '--R',
       'Content-Type: message/delivery-status',
       '',
@@ -430,22 +463,24 @@ describe('parseMessage: bounces', () => {
   });
 
   it('reads a qmail report', async () => {
-    const m = await parseMessage(mail([
-      'From: MAILER-DAEMON@mail.example.net',
-      'Subject: failure notice',
-      '',
-      'Hi. This is the qmail-send program at mail.example.net.',
-      "I'm afraid I wasn't able to deliver your message to the following addresses.",
-      'This is a permanent error; I\'ve given up. Sorry it didn\'t work out.',
-      '',
-      '<nobody@example.org>:',
-      'Sorry, no mailbox here by that name. (#5.1.1)',
-      '',
-      '--- Below this line is a copy of the message.',
-      '',
-      'Message-ID: <orig-q@example.com>',
-      'To: someone-else@example.com',
-    ]));
+    const m = await parseMessage(
+      mail([
+        'From: MAILER-DAEMON@mail.example.net',
+        'Subject: failure notice',
+        '',
+        'Hi. This is the qmail-send program at mail.example.net.',
+        "I'm afraid I wasn't able to deliver your message to the following addresses.",
+        "This is a permanent error; I've given up. Sorry it didn't work out.",
+        '',
+        '<nobody@example.org>:',
+        'Sorry, no mailbox here by that name. (#5.1.1)',
+        '',
+        '--- Below this line is a copy of the message.',
+        '',
+        'Message-ID: <orig-q@example.com>',
+        'To: someone-else@example.com',
+      ]),
+    );
     expect(m.bounce).toEqual({
       original_message_id: '<orig-q@example.com>',
       recipient: 'nobody@example.org',
@@ -456,18 +491,21 @@ describe('parseMessage: bounces', () => {
   });
 
   it('does not flag a person writing about a bounce', async () => {
-    const m = await parseMessage(mail([
-      'From: Colleague <colleague@example.com>',
-      'Subject: Re: Undelivered Mail Returned to Sender',
-      '',
-      'My message to bob@example.org could not be delivered, user unknown. Any idea?',
-    ]));
+    const m = await parseMessage(
+      mail([
+        'From: Colleague <colleague@example.com>',
+        'Subject: Re: Undelivered Mail Returned to Sender',
+        '',
+        'My message to bob@example.org could not be delivered, user unknown. Any idea?',
+      ]),
+    );
     expect(m.bounce).toBeNull();
   });
 });
 
 function expectSane(m: ParsedMessage): void {
-  const isAddress = (a: ParsedAddress) => typeof a.address === 'string' && a.address.length > 0 && typeof a.name === 'string';
+  const isAddress = (a: ParsedAddress) =>
+    typeof a.address === 'string' && a.address.length > 0 && typeof a.name === 'string';
   expect(m.message_id === null || /^<[^<>]+>$/.test(m.message_id)).toBe(true);
   expect(m.in_reply_to === null || /^<[^<>]+>$/.test(m.in_reply_to)).toBe(true);
   expect(m.references.every((r) => /^<[^<>]+>$/.test(r))).toBe(true);
@@ -479,7 +517,9 @@ function expectSane(m: ParsedMessage): void {
   expect(typeof m.plain).toBe('string');
   expect(m.snippet.length).toBeLessThanOrEqual(200);
   expect(m.snippet).not.toMatch(/\s{2}|^\s|\s$/);
-  expect(m.headers.every((h) => typeof h.name === 'string' && h.name.length > 0 && typeof h.value === 'string')).toBe(true);
+  expect(m.headers.every((h) => typeof h.name === 'string' && h.name.length > 0 && typeof h.value === 'string')).toBe(
+    true,
+  );
   for (const a of m.attachments) {
     expect(a.filename.length).toBeGreaterThan(0);
     expect(a.extension).toMatch(/^[^.A-Z]*$/);

@@ -13,7 +13,14 @@ async function accountWithInitialSync() {
   const account = await createSyncedAccount(undefined, folders);
   const since = Date.now() - 7 * DAY;
   // Connecting again the way POST /auth/intent does with initial_sync_enable.
-  await account.stub.initialize({ account_id: account.id, email: account.email, user_id: account.email, connected_at_ms: Date.now(), folders, initial_sync_since_ms: since });
+  await account.stub.initialize({
+    account_id: account.id,
+    email: account.email,
+    user_id: account.email,
+    connected_at_ms: Date.now(),
+    folders,
+    initial_sync_since_ms: since,
+  });
   expect((await account.stub.acquireLease('gw-1')).granted).toBe(true);
   const apply = async (...changes: Change[]) => {
     const result = await account.stub.applyChanges('gw-1', changes);
@@ -23,12 +30,18 @@ async function accountWithInitialSync() {
   return { ...account, since, apply };
 }
 
-const pulled = (uid: number, subject: string, at: number) => ({ ...messageIn(uid, rawMessage({ subject })), internal_date: new Date(at).toISOString() });
+const pulled = (uid: number, subject: string, at: number) => ({
+  ...messageIn(uid, rawMessage({ subject })),
+  internal_date: new Date(at).toISOString(),
+});
 
 describe('initial sync', () => {
   it('hands the gateway what each folder held at connect, and only that', async () => {
     const { stub, since } = await accountWithInitialSync();
-    expect(await stub.initialSyncPlan()).toEqual({ since: new Date(since).toISOString(), folders: [{ path: 'INBOX', uidvalidity: 1, below_uid: 10 }] });
+    expect(await stub.initialSyncPlan()).toEqual({
+      since: new Date(since).toISOString(),
+      folders: [{ path: 'INBOX', uidvalidity: 1, below_uid: 10 }],
+    });
   });
 
   it('takes pulled mail inside the window and below the baseline, leaving the cursor alone', async () => {
@@ -38,14 +51,26 @@ describe('initial sync', () => {
       path: 'INBOX',
       uidvalidity: 1,
       initial_sync: true,
-      messages: [pulled(8, 'recent', since + DAY), pulled(5, 'too old', since - 1000), pulled(12, 'above the baseline', since + DAY)],
+      messages: [
+        pulled(8, 'recent', since + DAY),
+        pulled(5, 'too old', since - 1000),
+        pulled(12, 'above the baseline', since + DAY),
+      ],
     });
     expect(cursors.find((c) => c.path === 'INBOX')?.last_uid).toBe(9);
     expect((await api('GET', `/emails?account_id=${id}`)).body.data.map((e: any) => e.subject)).toEqual(['recent']);
     expect((await stub.initialSyncPlan())?.folders).toEqual([{ path: 'INBOX', uidvalidity: 1, below_uid: 5 }]);
     // UID 12 is the live sync's to report, as new mail.
-    await apply({ type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [pulled(12, 'above the baseline', Date.now())] });
-    expect((await api('GET', `/emails?account_id=${id}`)).body.data.map((e: any) => e.subject).sort()).toEqual(['above the baseline', 'recent']);
+    await apply({
+      type: 'messages',
+      path: 'INBOX',
+      uidvalidity: 1,
+      messages: [pulled(12, 'above the baseline', Date.now())],
+    });
+    expect((await api('GET', `/emails?account_id=${id}`)).body.data.map((e: any) => e.subject).sort()).toEqual([
+      'above the baseline',
+      'recent',
+    ]);
   });
 
   it('moves the account through running and completed once, each with its event', async () => {
@@ -66,7 +91,13 @@ describe('initial sync', () => {
       ['account.initial_sync.completed', 'completed'],
     ]);
     // After completion, pulled mail is no longer taken.
-    await apply({ type: 'messages', path: 'INBOX', uidvalidity: 1, initial_sync: true, messages: [pulled(3, 'late', since + DAY)] });
+    await apply({
+      type: 'messages',
+      path: 'INBOX',
+      uidvalidity: 1,
+      initial_sync: true,
+      messages: [pulled(3, 'late', since + DAY)],
+    });
     expect((await api('GET', `/emails?account_id=${id}`)).body.data).toEqual([]);
   });
 });

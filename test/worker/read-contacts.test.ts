@@ -4,7 +4,10 @@ import { describe, expect, it } from 'vitest';
 import { api, expectError } from './helpers.ts';
 import { minute, readAccount, type Mail } from './read-helpers.ts';
 
-const PEOPLE = ['ann', 'ben', 'cat', 'dan', 'eve', 'fay'].map((n) => ({ address: `${n}@example.test`, name: n[0]!.toUpperCase() + n.slice(1) }));
+const PEOPLE = ['ann', 'ben', 'cat', 'dan', 'eve', 'fay'].map((n) => ({
+  address: `${n}@example.test`,
+  name: n[0]!.toUpperCase() + n.slice(1),
+}));
 
 async function contacts(query: string) {
   const res = await api('GET', `/contacts?${query}`);
@@ -70,7 +73,9 @@ describe('GET /contacts', () => {
     // Deleting the newest messages (inbox UIDs of m29, m28, m27): counts and dates follow.
     const inboxUids = inbox.map((m, i) => ({ subject: m.subject, uid: i + 1 }));
     const gone = inboxUids.filter((m) => ['m29', 'm28', 'm27'].includes(m.subject!));
-    await a.stub.applyChanges(a.gateway, [{ type: 'vanished', path: 'INBOX', uidvalidity: 1, uids: gone.map((g) => g.uid) }]);
+    await a.stub.applyChanges(a.gateway, [
+      { type: 'vanished', path: 'INBOX', uidvalidity: 1, uids: gone.map((g) => g.uid) },
+    ]);
     await new Promise((r) => setTimeout(r, 1600));
     await runDurableObjectAlarm(a.stub);
     const after = new Map<string, { count: number; last: number }>();
@@ -113,10 +118,14 @@ describe('GET /contacts', () => {
     const found = (await contacts(`account_id=${a.id}&q=FITZ`)).data;
     expect(found.map((c: any) => c.identifier).sort()).toEqual(['scott.fitz@example.test', 'zf@example.test']);
     expect(found.every((c: any) => c.account_id === a.id)).toBe(true);
-    expect((await contacts(`account_id=${a.id}&q=zelda`)).data.map((c: any) => c.identifier)).toEqual(['zf@example.test']);
+    expect((await contacts(`account_id=${a.id}&q=zelda`)).data.map((c: any) => c.identifier)).toEqual([
+      'zf@example.test',
+    ]);
     expect((await contacts(`account_id=${a.id}&q=${encodeURIComponent('%_"*')}`)).data).toEqual([]);
     // Beyond ASCII too.
-    expect((await contacts(`account_id=${a.id}&q=${encodeURIComponent('émile ça')}`)).data.map((c: any) => c.identifier)).toEqual(['emile@example.test']);
+    expect(
+      (await contacts(`account_id=${a.id}&q=${encodeURIComponent('émile ça')}`)).data.map((c: any) => c.identifier),
+    ).toEqual(['emile@example.test']);
   });
 
   it('needs an account; unknown accounts have no contacts', async () => {

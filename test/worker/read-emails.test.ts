@@ -54,7 +54,12 @@ describe('GET /emails filters', () => {
       'INBOX',
       { subject: 'from carol', from: 'Carol <carol@example.test>', to: 'Alice <alice@example.test>' },
       { subject: 'from dave', from: 'Dave <dave@example.test>', to: 'Alice <alice@example.test>' },
-      { subject: 'carol in cc', from: 'Dave <dave@example.test>', to: 'Alice <alice@example.test>', cc: 'carol@example.test' },
+      {
+        subject: 'carol in cc',
+        from: 'Dave <dave@example.test>',
+        to: 'Alice <alice@example.test>',
+        cc: 'carol@example.test',
+      },
       { subject: 'to erin', from: 'Dave <dave@example.test>', to: 'Erin <erin@example.test>' },
     );
     const base = `account_id=${a.id}`;
@@ -100,9 +105,17 @@ describe('GET /emails filters', () => {
     expect(sorted(await listEmails(`${base}&subject=rEpOrT`))).toEqual(['Quarterly REPORT', 'reporting lines']);
     // Case-insensitive beyond ASCII too.
     const b = await readAccount();
-    await b.deliver('INBOX', { subject: 'ÜBERWEISUNG für Ölheizung', date: minute(40) }, { subject: 'uberweisung', date: minute(41) });
-    expect(sorted(await listEmails(`account_id=${b.id}&subject=${encodeURIComponent('überweisung')}`))).toEqual(['ÜBERWEISUNG für Ölheizung']);
-    expect(sorted(await listEmails(`account_id=${b.id}&subject=${encodeURIComponent('ÖLHEIZ')}`))).toEqual(['ÜBERWEISUNG für Ölheizung']);
+    await b.deliver(
+      'INBOX',
+      { subject: 'ÜBERWEISUNG für Ölheizung', date: minute(40) },
+      { subject: 'uberweisung', date: minute(41) },
+    );
+    expect(sorted(await listEmails(`account_id=${b.id}&subject=${encodeURIComponent('überweisung')}`))).toEqual([
+      'ÜBERWEISUNG für Ölheizung',
+    ]);
+    expect(sorted(await listEmails(`account_id=${b.id}&subject=${encodeURIComponent('ÖLHEIZ')}`))).toEqual([
+      'ÜBERWEISUNG für Ölheizung',
+    ]);
     expect(sorted(await listEmails(`${base}&subject=port`))).toEqual(['Quarterly REPORT', 'reporting lines']);
     const at = (m: number) => encodeURIComponent(new Date(Date.UTC(2026, 0, 1) + m * 60_000).toISOString());
     expect(sorted(await listEmails(`${base}&after=${at(10)}`))).toEqual(['lunch', 'reporting lines']);
@@ -113,7 +126,9 @@ describe('GET /emails filters', () => {
     const plain = (await listEmails(base)).data[0];
     expect(plain).not.toHaveProperty('headers');
     const withHeaders = (await listEmails(`${base}&include_headers=true`)).data[0];
-    expect(withHeaders.headers.map((h: any) => h.name)).toEqual(expect.arrayContaining(['Message-ID', 'Subject', 'Date']));
+    expect(withHeaders.headers.map((h: any) => h.name)).toEqual(
+      expect.arrayContaining(['Message-ID', 'Subject', 'Date']),
+    );
   });
 
   it('combines filters: account + folder + unread, from + after + has_attachments', async () => {
@@ -126,24 +141,44 @@ describe('GET /emails filters', () => {
         { subject: 'inbox unread' },
         { subject: 'inbox read', flags: ['\\Seen'] },
         { subject: 'carol old file', from: 'carol@example.test', date: minute(1), attachment: file },
-        { subject: 'carol new file', from: 'carol@example.test', date: minute(100), attachment: file, flags: ['\\Seen'] },
+        {
+          subject: 'carol new file',
+          from: 'carol@example.test',
+          date: minute(100),
+          attachment: file,
+          flags: ['\\Seen'],
+        },
         { subject: 'carol new plain', from: 'carol@example.test', date: minute(101), flags: ['\\Seen'] },
         { subject: 'dave new file', from: 'dave@example.test', date: minute(102), attachment: file, flags: ['\\Seen'] },
       );
       await acc.deliver('Archive', { subject: 'archived unread' });
     }
-    expect(sorted(await listEmails(`account_id=${a.id}&folder=INBOX&unread=true`))).toEqual(['carol old file', 'inbox unread']);
+    expect(sorted(await listEmails(`account_id=${a.id}&folder=INBOX&unread=true`))).toEqual([
+      'carol old file',
+      'inbox unread',
+    ]);
     const after = encodeURIComponent(new Date(Date.UTC(2026, 0, 1) + 50 * 60_000).toISOString());
     // Across accounts (no account_id): one per account.
-    expect(sorted(await listEmails(`from=carol@example.test&after=${after}&has_attachments=true&limit=250`)).filter((s) => s.startsWith('carol'))).toEqual([
-      'carol new file',
-      'carol new file',
-    ]);
-    expect(sorted(await listEmails(`account_id=${b.id}&from=carol@example.test&after=${after}&has_attachments=true`))).toEqual(['carol new file']);
+    expect(
+      sorted(await listEmails(`from=carol@example.test&after=${after}&has_attachments=true&limit=250`)).filter((s) =>
+        s.startsWith('carol'),
+      ),
+    ).toEqual(['carol new file', 'carol new file']);
+    expect(
+      sorted(await listEmails(`account_id=${b.id}&from=carol@example.test&after=${after}&has_attachments=true`)),
+    ).toEqual(['carol new file']);
   });
 
   it('rejects what it cannot read with a 400 naming the parameter', async () => {
-    for (const query of ['limit=0', 'limit=251', 'starred=1', 'before=2026-13-45', 'subject=', 'q=', 'cursor=garbage']) {
+    for (const query of [
+      'limit=0',
+      'limit=251',
+      'starred=1',
+      'before=2026-13-45',
+      'subject=',
+      'q=',
+      'cursor=garbage',
+    ]) {
       const error = expectError(await api('GET', `/emails?${query}`), 400, 'invalid_parameters');
       expect(error.detail).toContain(query.split('=')[0]);
     }
@@ -159,7 +194,13 @@ describe('GET /emails?q= full-text search', () => {
         'INBOX',
         { subject: 'Invoice for March', text: 'Please pay soon', date: minute(1) },
         { subject: 'Hello', text: 'The zeppelin lands at noon', date: minute(2) },
-        { subject: 'Greetings', from: 'Zoe Quinn <zoe.quinn@example.test>', text: 'hi', date: minute(3), flags: ['\\Seen'] },
+        {
+          subject: 'Greetings',
+          from: 'Zoe Quinn <zoe.quinn@example.test>',
+          text: 'hi',
+          date: minute(3),
+          flags: ['\\Seen'],
+        },
         { subject: 'Café plans', text: 'nothing here', date: minute(4) },
       );
     }
@@ -175,7 +216,9 @@ describe('GET /emails?q= full-text search', () => {
     // Combined with other filters, and across accounts.
     expect((await listEmails(`${base}&q=quinn&unread=true`)).data).toEqual([]);
     expect(subjects(await listEmails(`${base}&q=quinn&unread=false`))).toEqual(['Greetings']);
-    const everywhere = (await listEmails(`q=zeppelin&limit=250`)).data.filter((e: any) => [a.id, b.id].includes(e.account_id));
+    const everywhere = (await listEmails(`q=zeppelin&limit=250`)).data.filter((e: any) =>
+      [a.id, b.id].includes(e.account_id),
+    );
     expect(everywhere.map((e: any) => e.account_id).sort()).toEqual([a.id, b.id].sort());
   });
 
@@ -183,13 +226,33 @@ describe('GET /emails?q= full-text search', () => {
     const a = await readAccount();
     await a.deliver('INBOX', { subject: 'AND then (some) "quotes"', text: 'star*dust NEAR col:on' });
     const base = `account_id=${a.id}`;
-    for (const hostile of ['"', '*', 'AND', '(', ')', 'NOT', 'OR', '"unbalanced', 'a:b', '^x', 'NEAR(', '-', '{x}', "'", '\\', '%', '""""']) {
+    for (const hostile of [
+      '"',
+      '*',
+      'AND',
+      '(',
+      ')',
+      'NOT',
+      'OR',
+      '"unbalanced',
+      'a:b',
+      '^x',
+      'NEAR(',
+      '-',
+      '{x}',
+      "'",
+      '\\',
+      '%',
+      '""""',
+    ]) {
       const res = await api('GET', `/emails?${base}&q=${encodeURIComponent(hostile)}`);
       expect(res.status, `q=${hostile}`).toBe(200);
     }
     expect(subjects(await listEmails(`${base}&q=AND`))).toEqual(['AND then (some) "quotes"']);
     expect(subjects(await listEmails(`${base}&q=(some)`))).toEqual(['AND then (some) "quotes"']);
-    expect(subjects(await listEmails(`${base}&q=${encodeURIComponent('"quotes"')}`))).toEqual(['AND then (some) "quotes"']);
+    expect(subjects(await listEmails(`${base}&q=${encodeURIComponent('"quotes"')}`))).toEqual([
+      'AND then (some) "quotes"',
+    ]);
     expect(subjects(await listEmails(`${base}&q=star*dust`))).toEqual(['AND then (some) "quotes"']);
     expect(subjects(await listEmails(`${base}&q=col:on`))).toEqual(['AND then (some) "quotes"']);
     // Only punctuation: nothing to search for, nothing found.
@@ -200,7 +263,8 @@ describe('GET /emails?q= full-text search', () => {
     const { runDurableObjectAlarm } = await import('cloudflare:test');
     const a = await readAccount();
     await a.deliver('INBOX', { subject: 'ephemeral xylophone' }, { subject: 'stays' });
-    const indexed = () => env.DB.prepare('SELECT COUNT(*) AS n FROM email_search WHERE account_id = ?').bind(a.id).first<{ n: number }>();
+    const indexed = () =>
+      env.DB.prepare('SELECT COUNT(*) AS n FROM email_search WHERE account_id = ?').bind(a.id).first<{ n: number }>();
     expect((await indexed())?.n).toBe(2);
     expect(subjects(await listEmails(`account_id=${a.id}&q=xylophone`))).toEqual(['ephemeral xylophone']);
     const before = (await env.DB.prepare('SELECT COUNT(*) AS n FROM emails_fts').first<{ n: number }>())!.n;
@@ -219,7 +283,8 @@ describe('GET /emails?q= full-text search', () => {
 describe('keyset paging', () => {
   it('visits 600 emails in pages of 250 exactly once while newer mail arrives', async () => {
     const a = await readAccount();
-    const batch = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => ({ subject: `m${from + i}`, date: minute(from + i) }));
+    const batch = (from: number, to: number) =>
+      Array.from({ length: to - from }, (_, i) => ({ subject: `m${from + i}`, date: minute(from + i) }));
     // Two emails per minute for part of the range: ties on date are ordered by id.
     await a.deliver('INBOX', ...batch(0, 300));
     await a.deliver('INBOX', ...batch(300, 600).map((m, i) => ({ ...m, date: minute(300 + Math.floor(i / 2)) })));
@@ -227,7 +292,9 @@ describe('keyset paging', () => {
     let cursor: string | null = null;
     let pages = 0;
     do {
-      const page: Awaited<ReturnType<typeof listEmails>> = await listEmails(`account_id=${a.id}&limit=250${cursor ? `&cursor=${cursor}` : ''}`);
+      const page: Awaited<ReturnType<typeof listEmails>> = await listEmails(
+        `account_id=${a.id}&limit=250${cursor ? `&cursor=${cursor}` : ''}`,
+      );
       seen.push(...subjects(page));
       cursor = page.cursor;
       pages++;
@@ -249,8 +316,16 @@ describe('keyset paging', () => {
     const again = await listEmails(`account_id=${a.id}&limit=1&cursor=${first.cursor}`);
     expect(again.data).toHaveLength(1);
     expect(again.data[0].id).not.toBe(first.data[0].id);
-    expectError(await api('GET', `/emails?account_id=${a.id}&unread=true&limit=1&cursor=${first.cursor}`), 400, 'invalid_parameters');
-    expectError(await api('GET', `/drafts?account_id=${a.id}&limit=1&cursor=${first.cursor}`), 400, 'invalid_parameters');
+    expectError(
+      await api('GET', `/emails?account_id=${a.id}&unread=true&limit=1&cursor=${first.cursor}`),
+      400,
+      'invalid_parameters',
+    );
+    expectError(
+      await api('GET', `/drafts?account_id=${a.id}&limit=1&cursor=${first.cursor}`),
+      400,
+      'invalid_parameters',
+    );
   });
 });
 
@@ -285,17 +360,52 @@ describe('the list variant', () => {
     const a = await readAccount();
     const root = '<variant-root@example.test>';
     await a.deliver('INBOX', { subject: 'root', messageId: root });
-    await a.deliver('INBOX', { subject: 'Re: root', inReplyTo: root, references: root, attachment: { name: 'x.txt', type: 'text/plain', content: 'x' } });
+    await a.deliver('INBOX', {
+      subject: 'Re: root',
+      inReplyTo: root,
+      references: root,
+      attachment: { name: 'x.txt', type: 'text/plain', content: 'x' },
+    });
     const [email] = (await listEmails(`account_id=${a.id}&subject=Re:`)).data;
     const rootId = (await listEmails(`account_id=${a.id}`)).data.find((e: any) => e.subject === 'root').id;
     expect(Object.keys(email).sort()).toEqual(
       [
-        'object', 'id', 'account_id', 'thread_id', 'date', 'subject', 'body', 'body_plain', 'from_attendee', 'to_attendees', 'cc_attendees',
-        'bcc_attendees', 'reply_to_attendees', 'has_attachments', 'attachments', 'folders', 'origin', 'tracking_id', 'provider_id', 'message_id',
-        'snippet', 'in_reply_to', 'references', 'folder_ids', 'role', 'unread', 'starred', 'size',
+        'object',
+        'id',
+        'account_id',
+        'thread_id',
+        'date',
+        'subject',
+        'body',
+        'body_plain',
+        'from_attendee',
+        'to_attendees',
+        'cc_attendees',
+        'bcc_attendees',
+        'reply_to_attendees',
+        'has_attachments',
+        'attachments',
+        'folders',
+        'origin',
+        'tracking_id',
+        'provider_id',
+        'message_id',
+        'snippet',
+        'in_reply_to',
+        'references',
+        'folder_ids',
+        'role',
+        'unread',
+        'starred',
+        'size',
       ].sort(),
     );
-    expect(email).toMatchObject({ object: 'Email', in_reply_to: { message_id: root, id: rootId }, references: [root], has_attachments: true });
+    expect(email).toMatchObject({
+      object: 'Email',
+      in_reply_to: { message_id: root, id: rootId },
+      references: [root],
+      has_attachments: true,
+    });
     expect(email.from_attendee).toEqual({ identifier: 'bob@example.test', display_name: 'Bob Sender' });
     expect(email.folders).toEqual(email.folder_ids);
   });
@@ -304,25 +414,40 @@ describe('the list variant', () => {
 describe('query plans', () => {
   const account = 'acc_01KAAAAAAAAAAAAAAAAAAAAAAA';
   const cases: Record<string, Partial<EmailListQuery>> = {
-    'account_id': { account_id: account },
+    account_id: { account_id: account },
     'account_id + folder + unread': { account_id: account, folder: 'fld_01KAAAAAAAAAAAAAAAAAAAAAAA', unread: true },
     'account_id + folder role + unread': { account_id: account, folder: 'INBOX', unread: true },
     'account_id + role': { account_id: account, role: 'INBOX' },
-    'from + after + has_attachments': { from: 'carol@example.test', after: Date.UTC(2026, 0, 1), has_attachments: true },
-    'thread_id': { thread_id: 'thr_01KAAAAAAAAAAAAAAAAAAAAAAA' },
-    'to': { to: 'carol@example.test' },
-    'q': { q: 'invoice' },
+    'from + after + has_attachments': {
+      from: 'carol@example.test',
+      after: Date.UTC(2026, 0, 1),
+      has_attachments: true,
+    },
+    thread_id: { thread_id: 'thr_01KAAAAAAAAAAAAAAAAAAAAAAA' },
+    to: { to: 'carol@example.test' },
+    q: { q: 'invoice' },
     'account_id + q': { account_id: account, q: 'invoice' },
     'account_id + starred': { account_id: account, starred: true },
-    'account_id + cursor': { account_id: account, cursor: encodeCursor([Date.UTC(2026, 0, 1), 'email_01KAAAAAAAAAAAAAAAAAAAAAAA'], `account_id=${account}`) },
+    'account_id + cursor': {
+      account_id: account,
+      cursor: encodeCursor([Date.UTC(2026, 0, 1), 'email_01KAAAAAAAAAAAAAAAAAAAAAAA'], `account_id=${account}`),
+    },
   };
   for (const [name, filters] of Object.entries(cases)) {
     it(`${name}: searches an index, never scans the emails table`, async () => {
       const built = buildEmailQuery({ limit: 100, ...filters });
-      const { results } = await env.DB.prepare(`EXPLAIN QUERY PLAN ${built.sql}`).bind(...built.params).all<{ detail: string }>();
+      const { results } = await env.DB.prepare(`EXPLAIN QUERY PLAN ${built.sql}`)
+        .bind(...built.params)
+        .all<{ detail: string }>();
       const plan = results.map((r) => r.detail);
-      expect(plan.some((d) => /^SEARCH e USING (COVERING )?INDEX /.test(d)), plan.join('\n')).toBe(true);
-      expect(plan.filter((d) => /^SCAN (e|ef|p|s)\b/.test(d)), plan.join('\n')).toEqual([]);
+      expect(
+        plan.some((d) => /^SEARCH e USING (COVERING )?INDEX /.test(d)),
+        plan.join('\n'),
+      ).toBe(true);
+      expect(
+        plan.filter((d) => /^SCAN (e|ef|p|s)\b/.test(d)),
+        plan.join('\n'),
+      ).toEqual([]);
     });
   }
 });

@@ -27,7 +27,11 @@ export async function readAccount(email?: string) {
     const applied = await account.stub.applyChanges(GATEWAY, [{ type: 'messages', path, uidvalidity: 1, messages }]);
     if (!applied.ok) throw new Error(applied.lease_lost);
   };
-  const deliver = (path: string, ...mails: Mail[]) => deliverRaw(path, mails.map((m) => ({ raw: rawMessage(m), flags: m.flags })));
+  const deliver = (path: string, ...mails: Mail[]) =>
+    deliverRaw(
+      path,
+      mails.map((m) => ({ raw: rawMessage(m), flags: m.flags })),
+    );
 
   return { ...account, gateway: GATEWAY, deliver, deliverRaw };
 }

@@ -5,8 +5,10 @@ import { api, expectError } from './helpers.ts';
 import { listEmails, minute, readAccount, subjects } from './read-helpers.ts';
 import { messageIn, outbox, rawMessage } from './sync-helpers.ts';
 
-const byId = async (accountId: string) => new Map((await listEmails(`account_id=${accountId}&limit=250`)).data.map((e: any) => [e.subject, e]));
-const thread = (accountId: string, emailId: string, query = '') => api('GET', `/${accountId}/emails/${emailId}/thread${query}`);
+const byId = async (accountId: string) =>
+  new Map((await listEmails(`account_id=${accountId}&limit=250`)).data.map((e: any) => [e.subject, e]));
+const thread = (accountId: string, emailId: string, query = '') =>
+  api('GET', `/${accountId}/emails/${emailId}/thread${query}`);
 
 describe('GET /{account_id}/emails/{email_id}/thread', () => {
   it('returns a 5-message conversation oldest first, Sent copy in, draft out, one thread_id', async () => {
@@ -15,13 +17,50 @@ describe('GET /{account_id}/emails/{email_id}/thread', () => {
     const ids = [1, 2, 3, 4, 5].map((i) => `<conv-${i}-${crypto.randomUUID()}@example.test>`);
     const refs = (n: number) => ids.slice(0, n).join(' ');
     await a.deliver('INBOX', { subject: 'Plan', messageId: ids[0], date: minute(1), to: me });
-    await a.deliver('INBOX', { subject: 'Re: Plan', messageId: ids[1], inReplyTo: ids[0], references: refs(1), date: minute(2), from: 'Carol <carol@example.test>', to: me });
+    await a.deliver('INBOX', {
+      subject: 'Re: Plan',
+      messageId: ids[1],
+      inReplyTo: ids[0],
+      references: refs(1),
+      date: minute(2),
+      from: 'Carol <carol@example.test>',
+      to: me,
+    });
     // The account's own reply, in Sent.
-    await a.deliver('Sent', { subject: 'Re: Plan', messageId: ids[2], inReplyTo: ids[1], references: refs(2), date: minute(3), from: me, to: 'carol@example.test' });
-    await a.deliver('INBOX', { subject: 'Re: Plan', messageId: ids[3], inReplyTo: ids[2], references: refs(3), date: minute(4), to: me });
-    await a.deliver('INBOX', { subject: 'Re: Plan', messageId: ids[4], inReplyTo: ids[3], references: refs(4), date: minute(5), to: me });
+    await a.deliver('Sent', {
+      subject: 'Re: Plan',
+      messageId: ids[2],
+      inReplyTo: ids[1],
+      references: refs(2),
+      date: minute(3),
+      from: me,
+      to: 'carol@example.test',
+    });
+    await a.deliver('INBOX', {
+      subject: 'Re: Plan',
+      messageId: ids[3],
+      inReplyTo: ids[2],
+      references: refs(3),
+      date: minute(4),
+      to: me,
+    });
+    await a.deliver('INBOX', {
+      subject: 'Re: Plan',
+      messageId: ids[4],
+      inReplyTo: ids[3],
+      references: refs(4),
+      date: minute(5),
+      to: me,
+    });
     // A draft answering the last one: part of the thread in D1, but never in the thread response.
-    await a.deliver('Drafts', { subject: 'Re: Plan', inReplyTo: ids[4], references: refs(5), date: minute(6), from: me, flags: ['\\Draft'] });
+    await a.deliver('Drafts', {
+      subject: 'Re: Plan',
+      inReplyTo: ids[4],
+      references: refs(5),
+      date: minute(6),
+      from: me,
+      flags: ['\\Draft'],
+    });
     // Unrelated mail with the same subject but no reply prefix stays out.
     await a.deliver('INBOX', { subject: 'Plan', date: minute(7) });
 
@@ -37,16 +76,41 @@ describe('GET /{account_id}/emails/{email_id}/thread', () => {
     expect(res.body).toMatchObject({ object: 'Thread', id: draft.thread_id, has_more: false });
     expect(res.body.id).toMatch(/^thr_[0-9A-Z]{26}$/);
     expect(res.body.data).toHaveLength(5);
-    expect(res.body.data.map((e: any) => e.date)).toEqual([1, 2, 3, 4, 5].map((m) => new Date(Date.UTC(2026, 0, 1) + m * 60_000).toISOString()));
+    expect(res.body.data.map((e: any) => e.date)).toEqual(
+      [1, 2, 3, 4, 5].map((m) => new Date(Date.UTC(2026, 0, 1) + m * 60_000).toISOString()),
+    );
     expect(new Set(res.body.data.map((e: any) => e.thread_id))).toEqual(new Set([draft.thread_id]));
     expect(res.body.data.map((e: any) => e.id)).not.toContain(draft.id);
     const sent = res.body.data[2];
-    expect(sent.from_attendee).toEqual({ identifier: a.email, display_name: 'Alice', identifier_type: 'EMAIL_ADDRESS' });
+    expect(sent.from_attendee).toEqual({
+      identifier: a.email,
+      display_name: 'Alice',
+      identifier_type: 'EMAIL_ADDRESS',
+    });
     // The single variant, exactly.
     expect(Object.keys(sent).sort()).toEqual(
       [
-        'object', 'id', 'account_id', 'thread_id', 'date', 'subject', 'body', 'body_plain', 'from_attendee', 'to_attendees', 'cc_attendees',
-        'bcc_attendees', 'reply_to_attendees', 'has_attachments', 'attachments', 'folders', 'headers', 'origin', 'tracking_id', 'is_unread', 'is_complete',
+        'object',
+        'id',
+        'account_id',
+        'thread_id',
+        'date',
+        'subject',
+        'body',
+        'body_plain',
+        'from_attendee',
+        'to_attendees',
+        'cc_attendees',
+        'bcc_attendees',
+        'reply_to_attendees',
+        'has_attachments',
+        'attachments',
+        'folders',
+        'headers',
+        'origin',
+        'tracking_id',
+        'is_unread',
+        'is_complete',
       ].sort(),
     );
     expect(sent).toMatchObject({ object: 'Email', is_complete: true, is_unread: true });
@@ -80,7 +144,10 @@ describe('threading', () => {
     await a.deliver('INBOX', { subject: 'early', messageId: parent, date: minute(1) });
     const e = await byId(a.id);
     expect(e.get('early').thread_id).toBe(e.get('Re: early').thread_id);
-    expect((await thread(a.id, e.get('early').id)).body.data.map((x: any) => x.subject)).toEqual(['early', 'Re: early']);
+    expect((await thread(a.id, e.get('early').id)).body.data.map((x: any) => x.subject)).toEqual([
+      'early',
+      'Re: early',
+    ]);
   });
 
   it('threads parent and reply delivered in the same batch, in either order', async () => {
@@ -98,7 +165,12 @@ describe('threading', () => {
   it('joins siblings that only share an ancestor that never arrived', async () => {
     const a = await readAccount();
     const ancestor = '<never-arrived@example.test>';
-    await a.deliver('INBOX', { subject: 'Re: lost', messageId: '<sib-1@example.test>', inReplyTo: ancestor, references: ancestor });
+    await a.deliver('INBOX', {
+      subject: 'Re: lost',
+      messageId: '<sib-1@example.test>',
+      inReplyTo: ancestor,
+      references: ancestor,
+    });
     await a.deliver('INBOX', { subject: 'Re: lost (2)', references: `${ancestor} <other-missing@example.test>` });
     const e = await byId(a.id);
     expect(e.get('Re: lost').thread_id).toBe(e.get('Re: lost (2)').thread_id);
@@ -117,10 +189,20 @@ describe('threading', () => {
     await a.deliver('INBOX', { subject: 'links both', references: `${x} ${y}`, date: minute(4) });
     e = await byId(a.id);
     for (const s of ['second', 'answer to second', 'links both']) expect(e.get(s).thread_id, s).toBe(earlier);
-    expect((await thread(a.id, e.get('second').id)).body.data.map((m: any) => m.subject)).toEqual(['first', 'second', 'answer to second', 'links both']);
+    expect((await thread(a.id, e.get('second').id)).body.data.map((m: any) => m.subject)).toEqual([
+      'first',
+      'second',
+      'answer to second',
+      'links both',
+    ]);
     // Subscribers hear of the emails that changed conversation.
-    const moved = (await outbox(a.id)).filter((ev) => ev.type === 'email.update').map((ev) => [ev.data.subject, ev.data.thread_id]);
-    expect(moved.sort()).toEqual([['answer to second', earlier], ['second', earlier]]);
+    const moved = (await outbox(a.id))
+      .filter((ev) => ev.type === 'email.update')
+      .map((ev) => [ev.data.subject, ev.data.thread_id]);
+    expect(moved.sort()).toEqual([
+      ['answer to second', earlier],
+      ['second', earlier],
+    ]);
   });
 
   it('falls back to the subject only for replies without threading headers, within 30 days', async () => {
@@ -135,7 +217,11 @@ describe('threading', () => {
     );
     await a.deliver('INBOX', { subject: 'Re: Budget 2026', date: minute(70 * day) });
     const all = (await listEmails(`account_id=${a.id}`)).data;
-    const threadOf = (subject: string, days: number) => all.find((e: any) => e.subject === subject && e.date.startsWith(new Date(Date.UTC(2026, 0, 1 + days)).toISOString().slice(0, 10))).thread_id;
+    const threadOf = (subject: string, days: number) =>
+      all.find(
+        (e: any) =>
+          e.subject === subject && e.date.startsWith(new Date(Date.UTC(2026, 0, 1 + days)).toISOString().slice(0, 10)),
+      ).thread_id;
     const original = threadOf('Budget 2026', 0);
     expect(threadOf('AW: re:  budget   2026', 1)).toBe(original);
     // No reply prefix: a new conversation, whatever the subject.
@@ -156,7 +242,8 @@ describe('threading', () => {
 
   it('keeps Gmail conversations by X-GM-THRID', async () => {
     const a = await readAccount();
-    const raw = (subject: string) => rawMessage({ subject, date: minute(['gm one', 'gm two', 'gm other'].indexOf(subject)) });
+    const raw = (subject: string) =>
+      rawMessage({ subject, date: minute(['gm one', 'gm two', 'gm other'].indexOf(subject)) });
     const applied = await a.stub.applyChanges(a.gateway, [
       {
         type: 'messages',

@@ -14,18 +14,35 @@ import { createSyncedAccount, messageIn, outbox, rawMessage } from './sync-helpe
 const base = 'https://mail.example.com';
 const send = (body: unknown, headers: Record<string, string> = {}) => api('POST', '/emails', { body, headers });
 const outgoingCount = async (accountId: string) =>
-  (await env.DB.prepare('SELECT COUNT(*) AS n FROM outgoing_messages WHERE account_id = ?').bind(accountId).first<{ n: number }>())!.n;
+  (await env.DB.prepare('SELECT COUNT(*) AS n FROM outgoing_messages WHERE account_id = ?')
+    .bind(accountId)
+    .first<{ n: number }>())!.n;
 
 describe('POST /emails: validation (nothing reaches a gateway)', () => {
   it('refuses bad requests with 400 or 404 in the error shape', async () => {
     const { id } = await createSyncedAccount();
     const ok = { account_id: id, to: [{ identifier: 'bob@example.test' }], subject: 'hi', body: '<p>hi</p>' };
     const cases: [unknown, number, string, RegExp][] = [
-      [{ ...ok, custom_headers: [{ name: 'Received', value: 'x' }] }, 400, 'invalid_parameters', /custom_headers\.0\.name/],
-      [{ ...ok, custom_headers: [{ name: 'X-Tag', value: 'a\r\nBcc: evil@example.test' }] }, 400, 'invalid_parameters', /CR, LF or NUL/],
+      [
+        { ...ok, custom_headers: [{ name: 'Received', value: 'x' }] },
+        400,
+        'invalid_parameters',
+        /custom_headers\.0\.name/,
+      ],
+      [
+        { ...ok, custom_headers: [{ name: 'X-Tag', value: 'a\r\nBcc: evil@example.test' }] },
+        400,
+        'invalid_parameters',
+        /CR, LF or NUL/,
+      ],
       [{ ...ok, custom_headers: [{ name: 'X-Tag\r\nBcc', value: 'x' }] }, 400, 'invalid_parameters', /custom_headers/],
       [{ ...ok, subject: 'hi\nBcc: evil@example.test' }, 400, 'invalid_parameters', /subject/],
-      [{ ...ok, to: [{ identifier: 'bob@example.test', display_name: 'Bob\r\nX: y' }] }, 400, 'invalid_parameters', /display_name/],
+      [
+        { ...ok, to: [{ identifier: 'bob@example.test', display_name: 'Bob\r\nX: y' }] },
+        400,
+        'invalid_parameters',
+        /display_name/,
+      ],
       [{ ...ok, to: [{ identifier: 'bob@example.test\n' }] }, 400, 'invalid_parameters', /identifier/],
       [{ ...ok, to: [{ identifier: 'not an address' }] }, 400, 'invalid_parameters', /identifier/],
       [{ ...ok, to: [] }, 400, 'invalid_parameters', /recipient/],
@@ -41,13 +58,24 @@ describe('POST /emails: validation (nothing reaches a gateway)', () => {
     expect(await outgoingCount(id)).toBe(0);
   });
 
-  it('accepts the allowed custom headers and multipart fields, then answers 502 without a gateway', { timeout: 30_000 }, async () => {
+  it('accepts the allowed custom headers and multipart fields, then answers 502 without a gateway', {
+    timeout: 30_000,
+  }, async () => {
     const { id } = await createSyncedAccount();
     const form = new FormData();
     form.set('account_id', id);
     form.set('to', JSON.stringify([{ identifier: 'bob@example.test' }]));
-    form.set('custom_headers', JSON.stringify([{ name: 'List-Unsubscribe', value: '<mailto:u@example.test>' }, { name: 'X-Campaign', value: '7' }]));
-    form.append('attachments', new File([new Uint8Array([1, 2, 3])], 'three.bin', { type: 'application/octet-stream' }));
+    form.set(
+      'custom_headers',
+      JSON.stringify([
+        { name: 'List-Unsubscribe', value: '<mailto:u@example.test>' },
+        { name: 'X-Campaign', value: '7' },
+      ]),
+    );
+    form.append(
+      'attachments',
+      new File([new Uint8Array([1, 2, 3])], 'three.bin', { type: 'application/octet-stream' }),
+    );
     const started = Date.now();
     const res = await api('POST', '/emails', { rawBody: form });
     expectError(res, 502, 'provider_error');
@@ -58,17 +86,28 @@ describe('POST /emails: validation (nothing reaches a gateway)', () => {
   });
 
   it('refuses bodies over 30 MB with 413', async () => {
-    const res = await api('POST', '/emails', { rawBody: new Uint8Array(31 * 1024 * 1024), headers: { 'Content-Type': 'application/json' } });
+    const res = await api('POST', '/emails', {
+      rawBody: new Uint8Array(31 * 1024 * 1024),
+      headers: { 'Content-Type': 'application/json' },
+    });
     expectError(res, 413, 'payload_too_large');
   });
 });
 
 describe('Idempotency-Key', () => {
-  it('replays a completed result, refuses one in progress with 409, and releases the key after a failure', { timeout: 30_000 }, async () => {
+  it('replays a completed result, refuses one in progress with 409, and releases the key after a failure', {
+    timeout: 30_000,
+  }, async () => {
     const { id } = await createSyncedAccount();
     const body = { account_id: id, to: [{ identifier: 'bob@example.test' }], subject: 'x' };
     const now = Date.now();
-    const stored = { object: 'EmailSent', account_id: id, message_id: '<first@example.test>', provider_id: null, tracking_id: null };
+    const stored = {
+      object: 'EmailSent',
+      account_id: id,
+      message_id: '<first@example.test>',
+      provider_id: null,
+      tracking_id: null,
+    };
     await env.DB.prepare(
       `INSERT INTO idempotency_keys (key, scope, request_hash, status, response_code, response_json, created_at, expires_at)
        VALUES ('done-1', 'POST /emails', '', 'completed', 200, ?, ?, ?), ('busy-1', 'POST /emails', '', 'in_progress', NULL, NULL, ?, ?)`,
@@ -87,14 +126,21 @@ describe('Idempotency-Key', () => {
     expect(await env.DB.prepare("SELECT * FROM idempotency_keys WHERE key = 'fails-1'").first()).toBeNull();
 
     // An expired record is taken over.
-    await env.DB.prepare("UPDATE idempotency_keys SET expires_at = ? WHERE key = 'done-1'").bind(now - 1).run();
-    expectError(await send({ ...body, account_id: newId('account') }, { 'Idempotency-Key': 'done-1' }), 404, 'not_found');
+    await env.DB.prepare("UPDATE idempotency_keys SET expires_at = ? WHERE key = 'done-1'")
+      .bind(now - 1)
+      .run();
+    expectError(
+      await send({ ...body, account_id: newId('account') }, { 'Idempotency-Key': 'done-1' }),
+      404,
+      'not_found',
+    );
   });
 });
 
 describe('tracking', () => {
   it('rewrites http(s) links, adds the pixel, and signs both', async () => {
-    const html = '<html><body><p><a href="https://example.org/a?x=1&amp;y=2">a</a> <a href="mailto:x@example.org">m</a></p></body></html>';
+    const html =
+      '<html><body><p><a href="https://example.org/a?x=1&amp;y=2">a</a> <a href="mailto:x@example.org">m</a></p></body></html>';
     const out = await applyTracking(env, html, { base, trackingId: 'trk_TEST', opens: true, clicks: true });
     expect(out).toContain('mailto:x@example.org');
     expect(out).not.toContain('href="https://example.org');
@@ -102,8 +148,18 @@ describe('tracking', () => {
     const url = new URL(click);
     expect(url.pathname).toBe('/t/click/trk_TEST');
     expect(url.searchParams.get('u')).toBe('https://example.org/a?x=1&y=2');
-    expect(await verifyTrackingSignature(env, 'click', 'trk_TEST', 'https://example.org/a?x=1&y=2', url.searchParams.get('s')!)).toBe(true);
-    expect(await verifyTrackingSignature(env, 'click', 'trk_TEST', 'https://evil.example/', url.searchParams.get('s')!)).toBe(false);
+    expect(
+      await verifyTrackingSignature(
+        env,
+        'click',
+        'trk_TEST',
+        'https://example.org/a?x=1&y=2',
+        url.searchParams.get('s')!,
+      ),
+    ).toBe(true);
+    expect(
+      await verifyTrackingSignature(env, 'click', 'trk_TEST', 'https://evil.example/', url.searchParams.get('s')!),
+    ).toBe(false);
     expect(out).toMatch(/<img src="https:\/\/mail\.example\.com\/t\/open\/trk_TEST\?s=[\w-]+"[^>]*><\/body>/);
   });
 
@@ -112,28 +168,72 @@ describe('tracking', () => {
     await account.stub.acquireLease('gw-1');
     const trackingId = newId('tracking');
     const messageId = `<sent-${crypto.randomUUID()}@example.test>`;
-    await recordOutgoing(env.DB, { account_id: account.id, message_id: messageId, kind: 'send', tracking_id: trackingId, tracking_label: 'spring', draft_id: null, created_at: new Date().toISOString() });
-    await account.stub.applyChanges('gw-1', [{ type: 'messages', path: 'Sent', uidvalidity: 1, messages: [messageIn(1, rawMessage({ from: account.email, to: 'bob@example.test', messageId }), ['\\Seen'])] }]);
+    await recordOutgoing(env.DB, {
+      account_id: account.id,
+      message_id: messageId,
+      kind: 'send',
+      tracking_id: trackingId,
+      tracking_label: 'spring',
+      draft_id: null,
+      created_at: new Date().toISOString(),
+    });
+    await account.stub.applyChanges('gw-1', [
+      {
+        type: 'messages',
+        path: 'Sent',
+        uidvalidity: 1,
+        messages: [messageIn(1, rawMessage({ from: account.email, to: 'bob@example.test', messageId }), ['\\Seen'])],
+      },
+    ]);
     const created = (await outbox(account.id)).find((e) => e.type === 'email.new')!;
     expect(created.data).toMatchObject({ origin: 'api', tracking_id: trackingId, message_id: messageId, role: 'SENT' });
 
-    const open = await exports.default.fetch(await openUrl(env, base, trackingId), { headers: { 'User-Agent': 'UA/1', 'CF-Connecting-IP': '203.0.113.9' } });
+    const open = await exports.default.fetch(await openUrl(env, base, trackingId), {
+      headers: { 'User-Agent': 'UA/1', 'CF-Connecting-IP': '203.0.113.9' },
+    });
     expect(open.status).toBe(200);
     expect(open.headers.get('content-type')).toBe('image/gif');
     const target = 'https://example.org/landing?q=1';
-    const click = await exports.default.fetch(await clickUrl(env, base, trackingId, target), { redirect: 'manual', headers: { 'User-Agent': 'UA/2' } });
+    const click = await exports.default.fetch(await clickUrl(env, base, trackingId, target), {
+      redirect: 'manual',
+      headers: { 'User-Agent': 'UA/2' },
+    });
     expect(click.status).toBe(302);
     expect(click.headers.get('location')).toBe(target);
 
     const events = (await outbox(account.id)).filter((e) => e.type.startsWith('tracking.'));
     expect(events).toEqual([
-      { type: 'tracking.open', data: { email_id: created.data.id, tracking_id: trackingId, user_agent: 'UA/1', ip: '203.0.113.9', label: 'spring' } },
-      { type: 'tracking.click', data: { email_id: created.data.id, tracking_id: trackingId, url: target, user_agent: 'UA/2', ip: '', label: 'spring' } },
+      {
+        type: 'tracking.open',
+        data: {
+          email_id: created.data.id,
+          tracking_id: trackingId,
+          user_agent: 'UA/1',
+          ip: '203.0.113.9',
+          label: 'spring',
+        },
+      },
+      {
+        type: 'tracking.click',
+        data: {
+          email_id: created.data.id,
+          tracking_id: trackingId,
+          url: target,
+          user_agent: 'UA/2',
+          ip: '',
+          label: 'spring',
+        },
+      },
     ]);
 
     const tampered = new URL(await clickUrl(env, base, trackingId, target));
     tampered.searchParams.set('u', 'https://evil.example/');
-    for (const url of [tampered.toString(), `${base}/t/click/${trackingId}?u=${encodeURIComponent(target)}`, `${base}/t/open/${trackingId}?s=AAAA`, `${base}/t/open/${trackingId}`]) {
+    for (const url of [
+      tampered.toString(),
+      `${base}/t/click/${trackingId}?u=${encodeURIComponent(target)}`,
+      `${base}/t/open/${trackingId}?s=AAAA`,
+      `${base}/t/open/${trackingId}`,
+    ]) {
       const res = await exports.default.fetch(url, { redirect: 'manual' });
       expect(res.status, url).toBe(404);
       expect(((await res.json()) as { type: string }).type).toBe('errors/not_found');
@@ -146,8 +246,23 @@ describe('tracking', () => {
     await account.stub.acquireLease('gw-1');
     const draftId = newId('draft');
     const messageId = `<draft-${crypto.randomUUID()}@example.test>`;
-    await recordOutgoing(env.DB, { account_id: account.id, message_id: messageId, kind: 'draft', tracking_id: null, tracking_label: null, draft_id: draftId, created_at: new Date().toISOString() });
-    await account.stub.applyChanges('gw-1', [{ type: 'messages', path: 'Drafts', uidvalidity: 1, messages: [messageIn(1, rawMessage({ messageId }), ['\\Draft', '\\Seen'])] }]);
+    await recordOutgoing(env.DB, {
+      account_id: account.id,
+      message_id: messageId,
+      kind: 'draft',
+      tracking_id: null,
+      tracking_label: null,
+      draft_id: draftId,
+      created_at: new Date().toISOString(),
+    });
+    await account.stub.applyChanges('gw-1', [
+      {
+        type: 'messages',
+        path: 'Drafts',
+        uidvalidity: 1,
+        messages: [messageIn(1, rawMessage({ messageId }), ['\\Draft', '\\Seen'])],
+      },
+    ]);
     const event = (await outbox(account.id)).find((e) => e.type === 'email.draft.new')!;
     expect(event.data).toMatchObject({ object: 'Draft', draft_id: draftId, origin: 'api' });
   });
@@ -155,7 +270,10 @@ describe('tracking', () => {
 
 describe('bounces through the account object', () => {
   const fixtures = (env as unknown as { TEST_FIXTURES: Record<string, string> }).TEST_FIXTURES;
-  const manifest = JSON.parse(new TextDecoder().decode(fromBase64(fixtures['bounces/manifest.json']!))) as Record<string, string>;
+  const manifest = JSON.parse(new TextDecoder().decode(fromBase64(fixtures['bounces/manifest.json']!))) as Record<
+    string,
+    string
+  >;
   const asMessage = (uid: number, path: string) => {
     const raw = fixtures[path]!;
     return { uid, flags: [], internal_date: new Date().toISOString(), size: fromBase64(raw).length, raw };
@@ -166,26 +284,35 @@ describe('bounces through the account object', () => {
     await account.stub.acquireLease('gw-1');
     for (let i = 0; i < paths.length; i += 25) {
       const messages = paths.slice(i, i + 25).map((p, k) => asMessage(i + k + 1, p));
-      const applied = await account.stub.applyChanges('gw-1', [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages }]);
+      const applied = await account.stub.applyChanges('gw-1', [
+        { type: 'messages', path: 'INBOX', uidvalidity: 1, messages },
+      ]);
       expect(applied.ok).toBe(true);
     }
-    const { results } = await env.DB.prepare('SELECT ef.uid, ef.email_id FROM email_folders ef WHERE ef.account_id = ?').bind(account.id).all<{ uid: number; email_id: string }>();
+    const { results } = await env.DB.prepare('SELECT ef.uid, ef.email_id FROM email_folders ef WHERE ef.account_id = ?')
+      .bind(account.id)
+      .all<{ uid: number; email_id: string }>();
     const pathOf = new Map(results.map((r) => [r.email_id, paths[r.uid - 1]!]));
     return { events: await outbox(account.id), pathOf };
   }
 
-  it('emits one email.new.bounce with the failed recipient for each of 50+ real bounces', { timeout: 120_000 }, async () => {
+  it('emits one email.new.bounce with the failed recipient for each of 50+ real bounces', {
+    timeout: 120_000,
+  }, async () => {
     const paths = Object.keys(manifest).map((p) => `bounces/${p}`);
     expect(paths.length).toBeGreaterThanOrEqual(50);
     const { events, pathOf } = await ingest(paths);
     const bounces = events.filter((e) => e.type === 'email.new.bounce');
     const byPath = new Map<string, any[]>();
-    for (const b of bounces) byPath.set(pathOf.get(b.data.email_id)!, [...(byPath.get(pathOf.get(b.data.email_id)!) ?? []), b.data]);
+    for (const b of bounces)
+      byPath.set(pathOf.get(b.data.email_id)!, [...(byPath.get(pathOf.get(b.data.email_id)!) ?? []), b.data]);
     const wrong: string[] = [];
     for (const [path, recipient] of Object.entries(manifest)) {
       const found = byPath.get(`bounces/${path}`) ?? [];
       if (found.length !== 1 || normalizeAddress(found[0].recipient) !== normalizeAddress(recipient)) {
-        wrong.push(`${path}: expected one bounce for ${recipient}, got ${JSON.stringify(found.map((f) => f.recipient))}`);
+        wrong.push(
+          `${path}: expected one bounce for ${recipient}, got ${JSON.stringify(found.map((f) => f.recipient))}`,
+        );
       }
     }
     expect(wrong).toEqual([]);
@@ -193,7 +320,9 @@ describe('bounces through the account object', () => {
   });
 
   it('never emits email.new.bounce for ordinary mail', { timeout: 300_000 }, async () => {
-    const corpus = Object.keys(fixtures).filter((p) => p.startsWith('corpus/') && !p.endsWith('.json') && !p.endsWith('.md'));
+    const corpus = Object.keys(fixtures).filter(
+      (p) => p.startsWith('corpus/') && !p.endsWith('.json') && !p.endsWith('.md'),
+    );
     expect(corpus.length).toBeGreaterThan(100);
     const { events } = await ingest(corpus);
     expect(events.filter((e) => e.type === 'email.new').length).toBeGreaterThan(100);

@@ -9,7 +9,16 @@ import { exports } from 'cloudflare:workers';
 export const GATEWAY_SECRET = 'test-gateway-secret';
 
 export function folder(path: string, special_use: string | null, uidnext = 1, uidvalidity = 1): FolderInfo {
-  return { path, delimiter: '/', flags: [], special_use, uidvalidity, uidnext, highest_modseq: '1', total: uidnext - 1 };
+  return {
+    path,
+    delimiter: '/',
+    flags: [],
+    special_use,
+    uidvalidity,
+    uidnext,
+    highest_modseq: '1',
+    total: uidnext - 1,
+  };
 }
 
 export const STANDARD_FOLDERS = (inboxNext = 1) => [
@@ -24,7 +33,10 @@ export const STANDARD_FOLDERS = (inboxNext = 1) => [
 ];
 
 /** An account row plus an initialized Durable Object, as connecting would leave them. */
-export async function createSyncedAccount(email = `alice-${crypto.randomUUID().slice(0, 8)}@example.test`, folders = STANDARD_FOLDERS()) {
+export async function createSyncedAccount(
+  email = `alice-${crypto.randomUUID().slice(0, 8)}@example.test`,
+  folders = STANDARD_FOLDERS(),
+) {
   const id = newId('account');
   const now = new Date().toISOString();
   await env.DB.prepare(
@@ -32,7 +44,16 @@ export async function createSyncedAccount(email = `alice-${crypto.randomUUID().s
        credentials, created_at, connected_at, updated_at)
      VALUES (?, ?, ?, '127.0.0.1', 993, 'SSL', '127.0.0.1', 465, 'SSL', ?, ?, ?, ?, ?)`,
   )
-    .bind(id, email, email, email, await sealPasswords(env, id, { imap_password: 'secret-imap', smtp_password: 'secret-smtp' }), now, now, now)
+    .bind(
+      id,
+      email,
+      email,
+      email,
+      await sealPasswords(env, id, { imap_password: 'secret-imap', smtp_password: 'secret-smtp' }),
+      now,
+      now,
+      now,
+    )
     .run();
   const stub = env.ACCOUNTS.get(env.ACCOUNTS.idFromName(id));
   await stub.initialize({ account_id: id, email, user_id: email, connected_at_ms: Date.now() - 1000, folders });
@@ -64,7 +85,8 @@ export function rawMessage(o: RawOptions = {}): string {
     ...(o.references ? [`References: ${o.references}`] : []),
     'MIME-Version: 1.0',
   ];
-  if (!o.attachment) return [...headers, 'Content-Type: text/plain; charset=utf-8', '', o.text ?? 'Hi there', ''].join('\r\n');
+  if (!o.attachment)
+    return [...headers, 'Content-Type: text/plain; charset=utf-8', '', o.text ?? 'Hi there', ''].join('\r\n');
   const boundary = 'b-' + crypto.randomUUID();
   return [
     ...headers,
@@ -105,7 +127,9 @@ export async function gatewayCall(path: string, body: unknown, secret = GATEWAY_
 }
 
 export async function outbox(accountId: string): Promise<{ type: string; data: any }[]> {
-  const { results } = await env.DB.prepare('SELECT type, data_json FROM events WHERE account_id = ? ORDER BY created_at, rowid')
+  const { results } = await env.DB.prepare(
+    'SELECT type, data_json FROM events WHERE account_id = ? ORDER BY created_at, rowid',
+  )
     .bind(accountId)
     .all<{ type: string; data_json: string }>();
   return results.map((r) => ({ type: r.type, data: JSON.parse(r.data_json) }));

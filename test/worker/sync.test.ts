@@ -5,7 +5,15 @@ import { describe, expect, it } from 'vitest';
 import { newId } from '../../worker/lib/ids.ts';
 import { d1Batches } from '../../worker/durable/account-object.ts';
 import { api, expectError } from './helpers.ts';
-import { createSyncedAccount, folder, gatewayCall, messageIn, outbox, rawMessage, STANDARD_FOLDERS } from './sync-helpers.ts';
+import {
+  createSyncedAccount,
+  folder,
+  gatewayCall,
+  messageIn,
+  outbox,
+  rawMessage,
+  STANDARD_FOLDERS,
+} from './sync-helpers.ts';
 
 async function leased(gateway = 'gw-1') {
   const account = await createSyncedAccount();
@@ -22,11 +30,21 @@ describe('applying changes', () => {
     expect(res.status).toBe(200);
     expect(res.body.object).toBe('Folders');
     const byName = Object.fromEntries(res.body.data.map((f: any) => [f.provider_id, f]));
-    expect(Object.values(byName).map((f: any) => f.role).sort()).toEqual(['ARCHIVE', 'DRAFTS', 'INBOX', 'SENT', 'SPAM', 'TRASH', 'UNKNOWN', 'UNKNOWN']);
+    expect(
+      Object.values(byName)
+        .map((f: any) => f.role)
+        .sort(),
+    ).toEqual(['ARCHIVE', 'DRAFTS', 'INBOX', 'SENT', 'SPAM', 'TRASH', 'UNKNOWN', 'UNKNOWN']);
     expect(byName['Projects/2026'].parent_id).toBe(byName['Projects'].id);
     expect(byName['Projects/2026'].name).toBe('2026');
     const one = await api('GET', `/${id}/folders/${byName['INBOX'].id}`);
-    expect(one.body).toMatchObject({ object: 'Folder', id: byName['INBOX'].id, account_id: id, role: 'INBOX', name: 'INBOX' });
+    expect(one.body).toMatchObject({
+      object: 'Folder',
+      id: byName['INBOX'].id,
+      account_id: id,
+      role: 'INBOX',
+      name: 'INBOX',
+    });
     expect((await outbox(id)).filter((e) => e.type.startsWith('email.folder'))).toEqual([]);
   });
 
@@ -35,7 +53,14 @@ describe('applying changes', () => {
     await account.stub.acquireLease('gw-1');
     const old = messageIn(4, rawMessage({ subject: 'before connect' }));
     const fresh = messageIn(5, rawMessage({ subject: 'after connect', cc: 'Carol <carol@example.test>' }));
-    const withFile = messageIn(6, rawMessage({ subject: 'with file', attachment: { name: 'Report.PDF', type: 'application/pdf', content: '%PDF-1.4 hello' } }), ['\\Seen']);
+    const withFile = messageIn(
+      6,
+      rawMessage({
+        subject: 'with file',
+        attachment: { name: 'Report.PDF', type: 'application/pdf', content: '%PDF-1.4 hello' },
+      }),
+      ['\\Seen'],
+    );
     const batch = [{ type: 'messages' as const, path: 'INBOX', uidvalidity: 1, messages: [old, fresh, withFile] }];
     const applied = await account.stub.applyChanges('gw-1', batch);
     expect(applied.ok && applied.value.find((c) => c.path === 'INBOX')?.last_uid).toBe(6);
@@ -47,8 +72,19 @@ describe('applying changes', () => {
     expect(events.filter((e) => e.type === 'email.new')).toHaveLength(2);
 
     const file = listed.data.find((e: any) => e.subject === 'with file');
-    expect(file).toMatchObject({ object: 'Email', role: 'INBOX', unread: false, starred: false, has_attachments: true });
-    expect(file.attachments[0]).toMatchObject({ name: 'Report.PDF', extension: 'pdf', size: 14, mime: 'application/pdf' });
+    expect(file).toMatchObject({
+      object: 'Email',
+      role: 'INBOX',
+      unread: false,
+      starred: false,
+      has_attachments: true,
+    });
+    expect(file.attachments[0]).toMatchObject({
+      name: 'Report.PDF',
+      extension: 'pdf',
+      size: 14,
+      mime: 'application/pdf',
+    });
     const bytes = await exports().fetchRaw(`/emails/${file.id}/attachments/${file.attachments[0].id}`);
     expect(bytes.status).toBe(200);
     expect(bytes.headers.get('Content-Type')).toBe('application/pdf');
@@ -60,7 +96,11 @@ describe('applying changes', () => {
 
     const single = await api('GET', `/${account.id}/emails/${file.id}`);
     expect(single.body).toMatchObject({ object: 'Email', id: file.id, is_unread: false, is_complete: true });
-    expect(single.body.from_attendee).toEqual({ identifier: 'bob@example.test', display_name: 'Bob Sender', identifier_type: 'EMAIL_ADDRESS' });
+    expect(single.body.from_attendee).toEqual({
+      identifier: 'bob@example.test',
+      display_name: 'Bob Sender',
+      identifier_type: 'EMAIL_ADDRESS',
+    });
     expect(single.body.headers.find((h: any) => h.name.toLowerCase() === 'subject').value).toBe('with file');
     expectError(await api('GET', `/${newId('account')}/emails/${file.id}`), 404, 'not_found');
   });
@@ -68,27 +108,52 @@ describe('applying changes', () => {
   it('names the answered email in the in_reply_to of email.new, within a batch and across batches', async () => {
     const account = await leased();
     const parent = rawMessage({ subject: 'question', messageId: '<q-1@example.test>' });
-    const reply = rawMessage({ subject: 'Re: question', messageId: '<a-1@example.test>', inReplyTo: '<q-1@example.test>', references: '<q-1@example.test>' });
-    const late = rawMessage({ subject: 'Re: question', messageId: '<a-2@example.test>', inReplyTo: '<a-1@example.test>' });
-    await account.stub.applyChanges(account.gateway, [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(1, parent), messageIn(2, reply)] }]);
-    await account.stub.applyChanges(account.gateway, [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(3, late)] }]);
+    const reply = rawMessage({
+      subject: 'Re: question',
+      messageId: '<a-1@example.test>',
+      inReplyTo: '<q-1@example.test>',
+      references: '<q-1@example.test>',
+    });
+    const late = rawMessage({
+      subject: 'Re: question',
+      messageId: '<a-2@example.test>',
+      inReplyTo: '<a-1@example.test>',
+    });
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(1, parent), messageIn(2, reply)] },
+    ]);
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(3, late)] },
+    ]);
     const news = (await outbox(account.id)).filter((e) => e.type === 'email.new').map((e) => e.data);
     const byMid = Object.fromEntries(news.map((e: any) => [e.message_id, e]));
     expect(byMid['<q-1@example.test>'].in_reply_to).toBeNull();
-    expect(byMid['<a-1@example.test>'].in_reply_to).toEqual({ message_id: '<q-1@example.test>', id: byMid['<q-1@example.test>'].id });
-    expect(byMid['<a-2@example.test>'].in_reply_to).toEqual({ message_id: '<a-1@example.test>', id: byMid['<a-1@example.test>'].id });
+    expect(byMid['<a-1@example.test>'].in_reply_to).toEqual({
+      message_id: '<q-1@example.test>',
+      id: byMid['<q-1@example.test>'].id,
+    });
+    expect(byMid['<a-2@example.test>'].in_reply_to).toEqual({
+      message_id: '<a-1@example.test>',
+      id: byMid['<a-1@example.test>'].id,
+    });
     // The event says what the API says.
-    const listed = (await list(`account_id=${account.id}`)).data.find((e: any) => e.message_id === '<a-2@example.test>');
+    const listed = (await list(`account_id=${account.id}`)).data.find(
+      (e: any) => e.message_id === '<a-2@example.test>',
+    );
     expect(listed.in_reply_to).toEqual(byMid['<a-2@example.test>'].in_reply_to);
   });
 
   it('follows flags, moves and expunges from another client', async () => {
     const account = await leased();
     const raw = rawMessage({ subject: 'movable' });
-    await account.stub.applyChanges(account.gateway, [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(1, raw)] }]);
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(1, raw)] },
+    ]);
     const [email] = (await list(`account_id=${account.id}`)).data;
 
-    await account.stub.applyChanges(account.gateway, [{ type: 'flags', path: 'INBOX', uidvalidity: 1, updates: [{ uid: 1, flags: ['\\Seen', '\\Flagged'] }] }]);
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'flags', path: 'INBOX', uidvalidity: 1, updates: [{ uid: 1, flags: ['\\Seen', '\\Flagged'] }] },
+    ]);
     let now = (await list(`account_id=${account.id}`)).data[0];
     expect(now).toMatchObject({ id: email.id, unread: false, starred: true });
 
@@ -99,20 +164,28 @@ describe('applying changes', () => {
     ]);
     now = (await list(`account_id=${account.id}`)).data;
     expect(now).toHaveLength(1);
-    const archive = (await api('GET', `/folders?account_id=${account.id}`)).body.data.find((f: any) => f.role === 'ARCHIVE');
+    const archive = (await api('GET', `/folders?account_id=${account.id}`)).body.data.find(
+      (f: any) => f.role === 'ARCHIVE',
+    );
     expect(now[0]).toMatchObject({ id: email.id, role: 'ARCHIVE', folder_ids: [archive.id] });
     expect((await list(`account_id=${account.id}&folder=ARCHIVE`)).data).toHaveLength(1);
     expect((await list(`account_id=${account.id}&folder=INBOX`)).data).toHaveLength(0);
 
     // The other order (source vanishes first) is also a move, thanks to the grace period.
-    await account.stub.applyChanges(account.gateway, [{ type: 'vanished', path: 'Archive', uidvalidity: 1, uids: [1] }]);
-    await account.stub.applyChanges(account.gateway, [{ type: 'messages', path: 'Projects', uidvalidity: 1, messages: [messageIn(1, raw)] }]);
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'vanished', path: 'Archive', uidvalidity: 1, uids: [1] },
+    ]);
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'Projects', uidvalidity: 1, messages: [messageIn(1, raw)] },
+    ]);
     await runDurableObjectAlarm(account.stub);
     now = (await list(`account_id=${account.id}`)).data;
     expect(now).toMatchObject([{ id: email.id, role: 'UNKNOWN' }]);
 
     // An expunge from the last folder: gone after the grace period, with email.delete.
-    await account.stub.applyChanges(account.gateway, [{ type: 'vanished', path: 'Projects', uidvalidity: 1, uids: [1] }]);
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'vanished', path: 'Projects', uidvalidity: 1, uids: [1] },
+    ]);
     await new Promise((r) => setTimeout(r, 1600));
     await runDurableObjectAlarm(account.stub);
     expect((await list(`account_id=${account.id}`)).data).toEqual([]);
@@ -125,10 +198,14 @@ describe('applying changes', () => {
   it('reconciles a snapshot and survives a UIDVALIDITY change without changing ids', async () => {
     const account = await leased();
     const raws = [1, 2, 3].map((i) => rawMessage({ subject: `m${i}` }));
-    await account.stub.applyChanges(account.gateway, [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages: raws.map((r, i) => messageIn(i + 1, r)) }]);
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: raws.map((r, i) => messageIn(i + 1, r)) },
+    ]);
     const before = Object.fromEntries((await list(`account_id=${account.id}`)).data.map((e: any) => [e.subject, e.id]));
 
-    await account.stub.applyChanges(account.gateway, [{ type: 'snapshot', path: 'INBOX', uidvalidity: 1, uids: [1, 3] }]);
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'snapshot', path: 'INBOX', uidvalidity: 1, uids: [1, 3] },
+    ]);
     await new Promise((r) => setTimeout(r, 1600));
     await runDurableObjectAlarm(account.stub);
     expect((await list(`account_id=${account.id}`)).data.map((e: any) => e.subject).sort()).toEqual(['m1', 'm3']);
@@ -143,7 +220,10 @@ describe('applying changes', () => {
     await runDurableObjectAlarm(account.stub);
     const after = Object.fromEntries((await list(`account_id=${account.id}`)).data.map((e: any) => [e.subject, e.id]));
     expect(after).toEqual({ m1: before.m1, m3: before.m3 });
-    expect((await account.stub.cursors()).find((c) => c.path === 'INBOX')).toMatchObject({ uidvalidity: 99, last_uid: 2 });
+    expect((await account.stub.cursors()).find((c) => c.path === 'INBOX')).toMatchObject({
+      uidvalidity: 99,
+      last_uid: 2,
+    });
   });
 
   it('reports folder changes with events', async () => {
@@ -156,7 +236,9 @@ describe('applying changes', () => {
 
   it('refuses changes from a gateway that does not hold the lease', async () => {
     const account = await leased('gw-1');
-    const refused = await account.stub.applyChanges('gw-2', [{ type: 'cursor', path: 'INBOX', uidvalidity: 1, last_uid: 1, highest_modseq: null }]);
+    const refused = await account.stub.applyChanges('gw-2', [
+      { type: 'cursor', path: 'INBOX', uidvalidity: 1, last_uid: 1, highest_modseq: null },
+    ]);
     expect(refused).toEqual({ ok: false, lease_lost: 'the account is held by gw-1' });
     expect((await account.stub.acquireLease('gw-2')).granted).toBe(false);
   });
@@ -166,7 +248,10 @@ describe('applying changes', () => {
     await account.stub.reportStatus(account.gateway, 'disconnected', 'connection refused');
     await account.stub.reportStatus(account.gateway, 'disconnected', 'connection refused');
     await account.stub.reportStatus(account.gateway, 'running', null);
-    expect((await outbox(account.id)).map((e) => e.type)).toEqual(['account.status.disconnected', 'account.status.running']);
+    expect((await outbox(account.id)).map((e) => e.type)).toEqual([
+      'account.status.disconnected',
+      'account.status.running',
+    ]);
     expect((await api('GET', `/accounts/${account.id}`)).body).toMatchObject({ status: 'running', last_error: null });
   });
 
@@ -175,7 +260,12 @@ describe('applying changes', () => {
     const gone = await leased();
     for (const a of [keep, gone]) {
       await a.stub.applyChanges(a.gateway, [
-        { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(1, rawMessage({ attachment: { name: 'a.txt', type: 'text/plain', content: 'x' } }))] },
+        {
+          type: 'messages',
+          path: 'INBOX',
+          uidvalidity: 1,
+          messages: [messageIn(1, rawMessage({ attachment: { name: 'a.txt', type: 'text/plain', content: 'x' } }))],
+        },
       ]);
     }
     const res = await api('DELETE', `/accounts/${gone.id}`);
@@ -186,7 +276,9 @@ describe('applying changes', () => {
     expect((await env.BLOBS.list({ prefix: `accounts/${gone.id}/` })).objects).toEqual([]);
     expect((await env.BLOBS.list({ prefix: `accounts/${keep.id}/` })).objects.length).toBe(2);
     expect((await list(`account_id=${keep.id}`)).data).toHaveLength(1);
-    const removed = await env.DB.prepare("SELECT type FROM events WHERE account_id = ? AND type = 'account.remove'").bind(gone.id).all();
+    const removed = await env.DB.prepare("SELECT type FROM events WHERE account_id = ? AND type = 'account.remove'")
+      .bind(gone.id)
+      .all();
     expect(removed.results).toHaveLength(1);
     expect((await gone.stub.acquireLease('gw-9')).granted).toBe(false);
   });
@@ -194,18 +286,26 @@ describe('applying changes', () => {
 
 describe('the gateway endpoints', () => {
   it('refuse unsigned, wrongly signed or stale calls', async () => {
-    expect((await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'gw', held: [] }, 'wrong-secret')).status).toBe(401);
-    const unsigned = await (await import('cloudflare:workers')).exports.default.fetch('https://mail.example.com/internal/gateway/heartbeat', {
-      method: 'POST',
-      body: JSON.stringify({ gateway_id: 'gw', held: [] }),
-    });
+    expect(
+      (await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'gw', held: [] }, 'wrong-secret')).status,
+    ).toBe(401);
+    const unsigned = await (await import('cloudflare:workers')).exports.default.fetch(
+      'https://mail.example.com/internal/gateway/heartbeat',
+      {
+        method: 'POST',
+        body: JSON.stringify({ gateway_id: 'gw', held: [] }),
+      },
+    );
     expect(unsigned.status).toBe(401);
     // An API key is no way in.
-    const withKey = await (await import('cloudflare:workers')).exports.default.fetch('https://mail.example.com/internal/gateway/heartbeat', {
-      method: 'POST',
-      headers: { 'X-API-KEY': 'test-admin-key' },
-      body: JSON.stringify({ gateway_id: 'gw', held: [] }),
-    });
+    const withKey = await (await import('cloudflare:workers')).exports.default.fetch(
+      'https://mail.example.com/internal/gateway/heartbeat',
+      {
+        method: 'POST',
+        headers: { 'X-API-KEY': 'test-admin-key' },
+        body: JSON.stringify({ gateway_id: 'gw', held: [] }),
+      },
+    );
     expect(withKey.status).toBe(401);
   });
 
@@ -219,11 +319,20 @@ describe('the gateway endpoints', () => {
     expect(lease.body).toMatchObject({ granted: true, account_id: account.id });
     expect(lease.body.config.imap).toMatchObject({ host: '127.0.0.1', password: 'secret-imap', user: account.email });
     expect(lease.body.cursors.map((c: any) => c.path)).toContain('INBOX');
-    expect((await gatewayCall(`/internal/gateway/accounts/${account.id}/lease`, { gateway_id: 'other' })).body).toEqual({ granted: false, holder: 'gw-http' });
+    expect((await gatewayCall(`/internal/gateway/accounts/${account.id}/lease`, { gateway_id: 'other' })).body).toEqual(
+      { granted: false, holder: 'gw-http' },
+    );
 
     const applied = await gatewayCall(`/internal/gateway/accounts/${account.id}/changes`, {
       gateway_id: 'gw-http',
-      changes: [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(1, rawMessage({ subject: 'over http' }))] }],
+      changes: [
+        {
+          type: 'messages',
+          path: 'INBOX',
+          uidvalidity: 1,
+          messages: [messageIn(1, rawMessage({ subject: 'over http' }))],
+        },
+      ],
     });
     expect(applied.status).toBe(200);
     expect(applied.body.cursors.find((c: any) => c.path === 'INBOX').last_uid).toBe(1);
@@ -237,10 +346,16 @@ describe('the gateway endpoints', () => {
     const again = await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'gw-http', held: [account.id] });
     expect(again.body.lost).toEqual([]);
     expect(again.body.claimable).not.toContain(account.id);
-    expect((await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'intruder', held: [account.id] })).body.lost).toEqual([account.id]);
+    expect(
+      (await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'intruder', held: [account.id] })).body.lost,
+    ).toEqual([account.id]);
     // The holder restarted and forgot: it gets its account back at once, nobody else does.
-    expect((await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'gw-http', held: [] })).body.claimable).toContain(account.id);
-    expect((await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'other', held: [] })).body.claimable).not.toContain(account.id);
+    expect(
+      (await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'gw-http', held: [] })).body.claimable,
+    ).toContain(account.id);
+    expect(
+      (await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'other', held: [] })).body.claimable,
+    ).not.toContain(account.id);
   });
 
   it('stores no mailbox password in plain text', async () => {
@@ -258,7 +373,9 @@ function exports() {
   return {
     fetchRaw: async (path: string) => {
       const { exports: workerExports } = await import('cloudflare:workers');
-      return workerExports.default.fetch(`https://mail.example.com/api/v1${path}`, { headers: { 'X-API-KEY': 'test-admin-key' } });
+      return workerExports.default.fetch(`https://mail.example.com/api/v1${path}`, {
+        headers: { 'X-API-KEY': 'test-admin-key' },
+      });
     },
   };
 }

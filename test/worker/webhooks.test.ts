@@ -72,7 +72,9 @@ describe('webhook endpoints', () => {
       created_at: expect.any(String),
     });
     expect(atob(created.secret.slice('whsec_'.length))).toHaveLength(32);
-    const stored = await env.DB.prepare('SELECT secret FROM webhook_endpoints WHERE id = ?').bind(created.id).first<{ secret: string }>();
+    const stored = await env.DB.prepare('SELECT secret FROM webhook_endpoints WHERE id = ?')
+      .bind(created.id)
+      .first<{ secret: string }>();
     expect(stored!.secret).not.toContain(created.secret.slice(6, 20));
 
     const fetched = await api('GET', `/webhooks/endpoints/${created.id}`);
@@ -104,7 +106,12 @@ describe('webhook endpoints', () => {
     const empty = await api('PATCH', `/webhooks/endpoints/${created.id}`, { body: {} });
     expect(empty.body).toEqual(patched.body);
 
-    for (const body of [{ trigger_events: ['email.nope'] }, { url: 'ftp://x.example.com' }, { enabled: 'no' }, { secret: 'whsec_x' }]) {
+    for (const body of [
+      { trigger_events: ['email.nope'] },
+      { url: 'ftp://x.example.com' },
+      { enabled: 'no' },
+      { secret: 'whsec_x' },
+    ]) {
       expectError(await api('PATCH', `/webhooks/endpoints/${created.id}`, { body }), 400, 'invalid_parameters');
     }
     expect((await api('GET', `/webhooks/endpoints/${created.id}`)).body).toEqual(patched.body);
@@ -143,7 +150,16 @@ describe('webhook endpoints', () => {
     ['a Content-Type header', { headers: [{ key: 'content-type', value: 'text/plain' }] }, 'headers.0.key'],
     ['a webhook-* header', { headers: [{ key: 'Webhook-Signature', value: 'v1,x' }] }, 'headers.0.key'],
     ['the signature header', { headers: [{ key: 'X-Email-Engine-Signature', value: 'x' }] }, 'headers.0.key'],
-    ['a repeated header', { headers: [{ key: 'X-A', value: '1' }, { key: 'x-a', value: '2' }] }, 'headers'],
+    [
+      'a repeated header',
+      {
+        headers: [
+          { key: 'X-A', value: '1' },
+          { key: 'x-a', value: '2' },
+        ],
+      },
+      'headers',
+    ],
     ['a non-boolean enabled', { enabled: 'yes' }, 'enabled'],
     ['an unknown field', { colour: 'red' }, 'colour'],
   ])('refuses %s with 400 naming it', async (_label, fields, param) => {
@@ -153,8 +169,20 @@ describe('webhook endpoints', () => {
   });
 
   it('answers 404 for account_ids naming no account', async () => {
-    expectError(await api('POST', '/webhooks/endpoints', { body: { url: HOOK_URL, trigger_events: ['email.new'], account_ids: [newId('account')] } }), 404, 'not_found');
-    expectError(await api('POST', '/webhooks/endpoints', { body: { url: HOOK_URL, trigger_events: ['email.new'], account_ids: ['acc_bad'] } }), 404, 'not_found');
+    expectError(
+      await api('POST', '/webhooks/endpoints', {
+        body: { url: HOOK_URL, trigger_events: ['email.new'], account_ids: [newId('account')] },
+      }),
+      404,
+      'not_found',
+    );
+    expectError(
+      await api('POST', '/webhooks/endpoints', {
+        body: { url: HOOK_URL, trigger_events: ['email.new'], account_ids: ['acc_bad'] },
+      }),
+      404,
+      'not_found',
+    );
     expect((await api('GET', '/webhooks/endpoints')).body.data).toEqual([]);
   });
 
@@ -185,7 +213,12 @@ describe('webhook endpoints', () => {
       const parsed = createEndpointBody(false).safeParse({ url, trigger_events: ['email.new'] });
       expect(parsed.success, url).toBe(false);
     }
-    for (const url of ['https://hooks.example.com/x', 'http://8.8.8.8/hook', 'http://172.32.0.1/', 'http://[2606:4700::1111]/hook']) {
+    for (const url of [
+      'https://hooks.example.com/x',
+      'http://8.8.8.8/hook',
+      'http://172.32.0.1/',
+      'http://[2606:4700::1111]/hook',
+    ]) {
       expect(webhookUrlProblem(url, false), url).toBeNull();
     }
     expect(createEndpointBody(false).safeParse({ url: HOOK_URL, trigger_events: ['email.new'] }).success).toBe(true);
@@ -275,7 +308,13 @@ async function conversations(endpointId?: string) {
   return (await (endpointId ? stmt.bind(endpointId) : stmt).all<Record<string, any>>()).results;
 }
 
-const emailData = (body = '<p>Hi</p>') => ({ object: 'Email', id: newId('email'), subject: 'Hello', body, body_plain: 'Hi' });
+const emailData = (body = '<p>Hi</p>') => ({
+  object: 'Email',
+  id: newId('email'),
+  subject: 'Hello',
+  body,
+  body_plain: 'Hi',
+});
 
 async function hmac(key: Uint8Array, message: string): Promise<Uint8Array> {
   const cryptoKey = await crypto.subtle.importKey('raw', key, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
@@ -330,7 +369,13 @@ describe('webhook delivery', () => {
     expect(new Webhook(endpoint.secret).verify(call.body, Object.fromEntries(call.headers))).toEqual(call.json);
 
     const [conversation] = await conversations();
-    expect(conversation).toMatchObject({ status: 'delivered', attempts: 1, last_status_code: 200, last_error: null, next_attempt_at: null });
+    expect(conversation).toMatchObject({
+      status: 'delivered',
+      attempts: 1,
+      last_status_code: 200,
+      last_error: null,
+      next_attempt_at: null,
+    });
   });
 
   it('fans out only to enabled endpoints whose trigger_events and account_ids match, once', async () => {
@@ -363,7 +408,12 @@ describe('webhook delivery', () => {
 
     await consume(testEnv, options(sub), [eventMessage(event)]);
     let [conversation] = await conversations(endpoint.id);
-    expect(conversation).toMatchObject({ status: 'retrying', attempts: 1, last_status_code: 500, last_error: 'HTTP 500' });
+    expect(conversation).toMatchObject({
+      status: 'retrying',
+      attempts: 1,
+      last_status_code: 500,
+      last_error: 'HTTP 500',
+    });
     expect(sent).toEqual([{ body: { kind: 'delivery', conversation_id: conversation!.id }, delaySeconds: 5 }]);
 
     // Arriving before it is due, the retry is not sent.
@@ -379,7 +429,13 @@ describe('webhook delivery', () => {
     clock += 300 * SECOND;
     await consume(testEnv, options(sub), [sent.shift()!.body]);
     [conversation] = await conversations(endpoint.id);
-    expect(conversation).toMatchObject({ status: 'delivered', attempts: 3, last_status_code: 200, last_error: null, next_attempt_at: null });
+    expect(conversation).toMatchObject({
+      status: 'delivered',
+      attempts: 3,
+      last_status_code: 200,
+      last_error: null,
+      next_attempt_at: null,
+    });
     expect(sent).toEqual([]);
     expect(sub.calls).toHaveLength(3);
     expect(new Set(sub.calls.map((c) => c.body)).size).toBe(1); // the same bytes every time
@@ -396,7 +452,9 @@ describe('webhook delivery', () => {
     expect(conversation!.last_error).toMatch(/timeout after 0\.03 s/);
 
     clock += 10 * SECOND;
-    await consume(testEnv, options(subscriber('network-error')), [{ kind: 'delivery', conversation_id: conversation!.id }]);
+    await consume(testEnv, options(subscriber('network-error')), [
+      { kind: 'delivery', conversation_id: conversation!.id },
+    ]);
     [conversation] = await conversations();
     expect(conversation).toMatchObject({ status: 'retrying', attempts: 2, last_status_code: null });
     expect(conversation!.last_error).toMatch(/network error: connection refused/);
@@ -419,7 +477,9 @@ describe('webhook delivery', () => {
     const [{ id }] = (await conversations(endpoint.id)) as [{ id: string }];
 
     // After the 7th failure the wait is 14 h: too long for a queue delay, so nothing is enqueued.
-    await env.DB.prepare('UPDATE webhook_conversations SET attempts = 6, next_attempt_at = ? WHERE id = ?').bind(clock, id).run();
+    await env.DB.prepare('UPDATE webhook_conversations SET attempts = 6, next_attempt_at = ? WHERE id = ?')
+      .bind(clock, id)
+      .run();
     sent.length = 0;
     await consume(testEnv, options(sub), [{ kind: 'delivery', conversation_id: id }]);
     const [waiting] = await conversations(endpoint.id);
@@ -431,10 +491,17 @@ describe('webhook delivery', () => {
     expect(sent).toEqual([{ body: { kind: 'delivery', conversation_id: id } }]);
 
     // The 10th failed attempt ends the schedule.
-    await env.DB.prepare('UPDATE webhook_conversations SET attempts = 9, next_attempt_at = ? WHERE id = ?').bind(clock, id).run();
+    await env.DB.prepare('UPDATE webhook_conversations SET attempts = 9, next_attempt_at = ? WHERE id = ?')
+      .bind(clock, id)
+      .run();
     sent.length = 0;
     await consume(testEnv, options(subscriber(503)), [{ kind: 'delivery', conversation_id: id }]);
-    expect((await conversations(endpoint.id))[0]).toMatchObject({ status: 'failed', attempts: 10, last_status_code: 503, next_attempt_at: null });
+    expect((await conversations(endpoint.id))[0]).toMatchObject({
+      status: 'failed',
+      attempts: 10,
+      last_status_code: 503,
+      next_attempt_at: null,
+    });
     expect(sent).toEqual([]);
   });
 
@@ -489,7 +556,12 @@ describe('webhook delivery', () => {
     const byId = new Map(sub.calls.map((c) => [c.json.id, c]));
     const bigCall = byId.get(big.id)!;
     expect(bigCall.body.length).toBeLessThan(64 * 1024);
-    expect(bigCall.json.data).toEqual({ object: 'Email', id: (big.data as any).id, subject: 'Hello', body_truncated: true });
+    expect(bigCall.json.data).toEqual({
+      object: 'Email',
+      id: (big.data as any).id,
+      subject: 'Hello',
+      body_truncated: true,
+    });
     expect(byId.get(small.id)!.json.data).toEqual(small.data);
   });
 
@@ -497,7 +569,14 @@ describe('webhook delivery', () => {
     await createEndpoint();
     const event = await writeEvent('email.new', null, emailData());
     const { env: testEnv } = recordingEnv();
-    const broken = { ...testEnv, DB: { prepare: () => { throw new Error('D1 is down'); } } } as unknown as Env;
+    const broken = {
+      ...testEnv,
+      DB: {
+        prepare: () => {
+          throw new Error('D1 is down');
+        },
+      },
+    } as unknown as Env;
     vi.spyOn(console, 'error').mockImplementation(() => {});
     const result = await consume(broken, options(subscriber(200)), [eventMessage(event)]);
     expect(result.explicitAcks).toEqual([]);
@@ -527,13 +606,23 @@ describe('the sweep', () => {
 
     expect(await runSweep(testEnv, clock)).toEqual({ events: 1, retries: 0, idempotency_keys: 1 });
     expect(sent).toEqual([{ body: { kind: 'event', event_id: lost.id } }]);
-    const rows = await env.DB.prepare('SELECT id, enqueued_at FROM events').all<{ id: string; enqueued_at: string | null }>();
-    expect(Object.fromEntries(rows.results.map((r) => [r.id, r.enqueued_at !== null]))).toEqual({ [lost.id]: true, [fresh.id]: false });
+    const rows = await env.DB.prepare('SELECT id, enqueued_at FROM events').all<{
+      id: string;
+      enqueued_at: string | null;
+    }>();
+    expect(Object.fromEntries(rows.results.map((r) => [r.id, r.enqueued_at !== null]))).toEqual({
+      [lost.id]: true,
+      [fresh.id]: false,
+    });
     const keys = await env.DB.prepare('SELECT key FROM idempotency_keys').all<{ key: string }>();
     expect(keys.results.map((k) => k.key)).toEqual(['new']);
 
     const sub = subscriber(200);
-    await consume(testEnv, options(sub), sent.map((s) => s.body));
+    await consume(
+      testEnv,
+      options(sub),
+      sent.map((s) => s.body),
+    );
     expect(sub.calls.map((c) => c.json.id)).toEqual([lost.id]);
   });
 
@@ -543,7 +632,9 @@ describe('the sweep', () => {
     await consume(testEnv, options(subscriber(500)), [eventMessage(await writeEvent('email.new', null, emailData()))]);
     const [{ id }] = (await conversations()) as [{ id: string }];
     // A claim that was never finished: the lease holds it for a while, then the sweep re-sends it.
-    await env.DB.prepare('UPDATE webhook_conversations SET next_attempt_at = ? WHERE id = ?').bind(clock + 75 * SECOND, id).run();
+    await env.DB.prepare('UPDATE webhook_conversations SET next_attempt_at = ? WHERE id = ?')
+      .bind(clock + 75 * SECOND, id)
+      .run();
     sent.length = 0;
     expect((await runSweep(testEnv, clock + 60 * SECOND)).retries).toBe(0);
     expect((await runSweep(testEnv, clock + 140 * SECOND)).retries).toBe(1);
@@ -576,7 +667,9 @@ describe('webhook conversations API', () => {
   });
 
   it('requires a known endpoint_id', async () => {
-    expect(expectError(await api('GET', '/webhooks/conversations'), 400, 'invalid_parameters').detail).toContain('endpoint_id');
+    expect(expectError(await api('GET', '/webhooks/conversations'), 400, 'invalid_parameters').detail).toContain(
+      'endpoint_id',
+    );
     expectError(await api('GET', '/webhooks/conversations?endpoint_id=we_bad'), 404, 'not_found');
     expectError(await api('GET', `/webhooks/conversations?endpoint_id=${newId('endpoint')}`), 404, 'not_found');
   });
@@ -644,7 +737,14 @@ describe('webhook conversations API', () => {
 
     const failed = await api('POST', `/webhooks/conversations/${before.id}/retry`);
     expect(failed.status).toBe(200);
-    expect(failed.body).toMatchObject({ object: 'WebhookConversation', id: before.id, status: 'retrying', attempts: 2, last_status_code: 502, last_error: 'HTTP 502' });
+    expect(failed.body).toMatchObject({
+      object: 'WebhookConversation',
+      id: before.id,
+      status: 'retrying',
+      attempts: 2,
+      last_status_code: 502,
+      last_error: 'HTTP 502',
+    });
     expect((await conversations())[0]!.next_attempt_at).toBe(before.next_attempt_at);
 
     const delivered = await api('POST', `/webhooks/conversations/${before.id}/retry`);

@@ -17,7 +17,11 @@ import { sealPasswords } from './credentials.ts';
 import { ACCOUNT_COLUMNS, presentAccount, type AccountRow } from './present.ts';
 import { defaultEncryption, providerDefaults } from './providers.ts';
 
-const port = z.number().int().min(1, 'must be a port number from 1 to 65535').max(65535, 'must be a port number from 1 to 65535');
+const port = z
+  .number()
+  .int()
+  .min(1, 'must be a port number from 1 to 65535')
+  .max(65535, 'must be a port number from 1 to 65535');
 const host = singleLine('host').pipe(z.string().trim().min(1, 'must not be empty').max(255));
 
 export const AuthIntentBody = z
@@ -38,10 +42,18 @@ export const AuthIntentBody = z
     state: z.string().max(1000).optional(),
     account_id: z.string().optional(),
     initial_sync_enable: z.boolean().optional(),
-    initial_sync_days: z.number().int().min(1, 'must be an integer from 1 to 30').max(30, 'must be an integer from 1 to 30').optional(),
+    initial_sync_days: z
+      .number()
+      .int()
+      .min(1, 'must be an integer from 1 to 30')
+      .max(30, 'must be an integer from 1 to 30')
+      .optional(),
     metadata: z.record(z.string(), z.unknown()).optional(),
   })
-  .refine((b) => !b.metadata || JSON.stringify(b.metadata).length <= 16 * 1024, { message: 'must be at most 16 KB of JSON', path: ['metadata'] });
+  .refine((b) => !b.metadata || JSON.stringify(b.metadata).length <= 16 * 1024, {
+    message: 'must be at most 16 KB of JSON',
+    path: ['metadata'],
+  });
 
 export type AuthIntent = z.infer<typeof AuthIntentBody>;
 
@@ -54,8 +66,16 @@ export function resolveServers(body: AuthIntent): MailboxConfig {
   const known = providerDefaults(body.email);
   const imapHost = body.imap_host ?? known?.imap.host;
   const smtpHost = body.smtp_host ?? known?.smtp.host;
-  if (!imapHost) throw new ApiError('invalid_parameters', `imap_host: required, because ${body.email.split('@')[1]} is not a provider we know`);
-  if (!smtpHost) throw new ApiError('invalid_parameters', `smtp_host: required, because ${body.email.split('@')[1]} is not a provider we know`);
+  if (!imapHost)
+    throw new ApiError(
+      'invalid_parameters',
+      `imap_host: required, because ${body.email.split('@')[1]} is not a provider we know`,
+    );
+  if (!smtpHost)
+    throw new ApiError(
+      'invalid_parameters',
+      `smtp_host: required, because ${body.email.split('@')[1]} is not a provider we know`,
+    );
   const imapPort = body.imap_port ?? (body.imap_host ? 993 : known!.imap.port);
   const smtpPort = body.smtp_port ?? (body.smtp_host ? 465 : known!.smtp.port);
   const imapUser = body.imap_user ?? body.email;
@@ -65,14 +85,18 @@ export function resolveServers(body: AuthIntent): MailboxConfig {
     imap: {
       host: imapHost,
       port: imapPort,
-      encryption: body.imap_encryption ?? (body.imap_host || body.imap_port ? defaultEncryption(imapPort) : known!.imap.encryption),
+      encryption:
+        body.imap_encryption ??
+        (body.imap_host || body.imap_port ? defaultEncryption(imapPort) : known!.imap.encryption),
       user: imapUser,
       password: body.password,
     },
     smtp: {
       host: smtpHost,
       port: smtpPort,
-      encryption: body.smtp_encryption ?? (body.smtp_host || body.smtp_port ? defaultEncryption(smtpPort) : known!.smtp.encryption),
+      encryption:
+        body.smtp_encryption ??
+        (body.smtp_host || body.smtp_port ? defaultEncryption(smtpPort) : known!.smtp.encryption),
       user: body.smtp_user ?? imapUser,
       password: body.smtp_password ?? body.password,
     },
@@ -91,11 +115,16 @@ export async function connectAccount(env: Env, body: AuthIntent) {
   if (reconnectId && !previous) throw new ApiError('not_found', 'Account not found');
 
   if (!previous) {
-    const duplicate = await env.DB.prepare('SELECT id FROM accounts WHERE lower(email) = lower(?) AND lower(imap_host) = lower(?)')
+    const duplicate = await env.DB.prepare(
+      'SELECT id FROM accounts WHERE lower(email) = lower(?) AND lower(imap_host) = lower(?)',
+    )
       .bind(config.email, config.imap.host)
       .first<{ id: string }>();
     if (duplicate) {
-      throw new ApiError('already_exists', `This mailbox is already connected as account ${duplicate.id}; pass account_id to reconnect it.`);
+      throw new ApiError(
+        'already_exists',
+        `This mailbox is already connected as account ${duplicate.id}; pass account_id to reconnect it.`,
+      );
     }
   }
 
@@ -106,7 +135,10 @@ export async function connectAccount(env: Env, body: AuthIntent) {
   const now = Date.now();
   const nowIso = isoNow();
   const accountId = previous?.id ?? newId('account');
-  const credentials = await sealPasswords(env, accountId, { imap_password: config.imap.password, smtp_password: config.smtp.password });
+  const credentials = await sealPasswords(env, accountId, {
+    imap_password: config.imap.password,
+    smtp_password: config.smtp.password,
+  });
   const settings = (displayName: string | null) => [
     config.email,
     displayName,
@@ -165,7 +197,17 @@ export async function connectAccount(env: Env, body: AuthIntent) {
          smtp_user, credentials, id, provider, status, initial_sync, initial_sync_enable, initial_sync_days, metadata_json, state,
          created_at, connected_at, updated_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'imap', 'running', 'none', ?, ?, ?, ?, ?, ?, ?)`,
-    ).bind(...settings(row.display_name), accountId, row.initial_sync_enable, row.initial_sync_days, row.metadata_json, row.state, nowIso, nowIso, nowIso);
+    ).bind(
+      ...settings(row.display_name),
+      accountId,
+      row.initial_sync_enable,
+      row.initial_sync_days,
+      row.metadata_json,
+      row.state,
+      nowIso,
+      nowIso,
+      nowIso,
+    );
   }
 
   // The account and its event in one batch.
@@ -181,7 +223,14 @@ export async function connectAccount(env: Env, body: AuthIntent) {
   } else {
     try {
       const initialSyncSince = row.initial_sync_enable ? now - row.initial_sync_days! * DAY_MS : null;
-      await stub.initialize({ account_id: accountId, email: config.email, user_id: config.imap.user, connected_at_ms: now, folders, initial_sync_since_ms: initialSyncSince });
+      await stub.initialize({
+        account_id: accountId,
+        email: config.email,
+        user_id: config.imap.user,
+        connected_at_ms: now,
+        folders,
+        initial_sync_since_ms: initialSyncSince,
+      });
     } catch (err) {
       // Undo: no account without its sync baseline, and no event for an account that is not there.
       await env.DB.batch([

@@ -26,7 +26,11 @@ export async function answerOf<T>(work: () => Promise<T>): Promise<CommandAnswer
   } catch (err) {
     if (err instanceof ApiError) return { ok: false, kind: err.kind, detail: err.detail };
     console.error('account command failed:', err instanceof Error ? err.stack : String(err));
-    return { ok: false, kind: 'unexpected_error', detail: 'Something went wrong on our side; the error has been logged.' };
+    return {
+      ok: false,
+      kind: 'unexpected_error',
+      detail: 'Something went wrong on our side; the error has been logged.',
+    };
   }
 }
 
@@ -51,7 +55,12 @@ export async function callHolder(
       if (await stub.isConnected()) return callGateway(env, current.gateway_id, request, budget.timeoutMs);
     }
     if (Date.now() >= deadline) {
-      throw new ApiError('provider_error', current ? `The gateway holding this account (${current.gateway_id}) is not connected.` : 'No mail gateway holds this account right now.');
+      throw new ApiError(
+        'provider_error',
+        current
+          ? `The gateway holding this account (${current.gateway_id}) is not connected.`
+          : 'No mail gateway holds this account right now.',
+      );
     }
     await new Promise((r) => setTimeout(r, POLL_MS));
   }

@@ -45,8 +45,15 @@ async function locations(env: Env, emailId: string): Promise<Location[]> {
 }
 
 /** Flags first (on every copy, so moved copies carry them), then copies, moves and deletions. */
-export async function planModify(env: Env, accountId: string, emailId: string, wanted: ModifyWanted): Promise<ModifyPlan> {
-  const row = await env.DB.prepare('SELECT id FROM emails WHERE id = ? AND account_id = ?').bind(emailId, accountId).first<{ id: string }>();
+export async function planModify(
+  env: Env,
+  accountId: string,
+  emailId: string,
+  wanted: ModifyWanted,
+): Promise<ModifyPlan> {
+  const row = await env.DB.prepare('SELECT id FROM emails WHERE id = ? AND account_id = ?')
+    .bind(emailId, accountId)
+    .first<{ id: string }>();
   if (!row) throw notFound('Email');
   const here = await locations(env, emailId);
   if (here.length === 0) throw notFound('Email (it is in no folder right now)');
@@ -64,7 +71,9 @@ export async function planModify(env: Env, accountId: string, emailId: string, w
   }
   if (wanted.folder_ids) {
     const target = new Set(wanted.folder_ids);
-    const { results: paths } = await env.DB.prepare(`SELECT id, provider_id FROM folders WHERE account_id = ?`).bind(accountId).all<{ id: string; provider_id: string }>();
+    const { results: paths } = await env.DB.prepare(`SELECT id, provider_id FROM folders WHERE account_id = ?`)
+      .bind(accountId)
+      .all<{ id: string; provider_id: string }>();
     const pathOf = new Map(paths.map((f) => [f.id, f.provider_id]));
     const leaving = here.filter((l) => !target.has(l.folder_id));
     const source = here[0]!;
@@ -107,17 +116,24 @@ export async function applyModify(
   plan.effects.forEach((effect, i) => {
     if (effect.out) {
       folderIds = folderIds.filter((id) => id !== effect.out);
-      statements.push(db.prepare('DELETE FROM email_folders WHERE email_id = ? AND folder_id = ?').bind(plan.emailId, effect.out));
+      statements.push(
+        db.prepare('DELETE FROM email_folders WHERE email_id = ? AND folder_id = ?').bind(plan.emailId, effect.out),
+      );
     }
     const uid = result.uids[i];
     if (effect.into && uid) {
       if (!folderIds.includes(effect.into)) folderIds.push(effect.into);
       statements.push(
-        db.prepare('INSERT OR REPLACE INTO email_folders (email_id, folder_id, account_id, uid) VALUES (?, ?, ?, ?)').bind(plan.emailId, effect.into, accountId, uid),
+        db
+          .prepare('INSERT OR REPLACE INTO email_folders (email_id, folder_id, account_id, uid) VALUES (?, ?, ?, ?)')
+          .bind(plan.emailId, effect.into, accountId, uid),
       );
     }
   });
-  const { results: roles } = await db.prepare('SELECT id, role FROM folders WHERE account_id = ?').bind(accountId).all<{ id: string; role: string }>();
+  const { results: roles } = await db
+    .prepare('SELECT id, role FROM folders WHERE account_id = ?')
+    .bind(accountId)
+    .all<{ id: string; role: string }>();
   const roleOf = new Map(roles.map((f) => [f.id, f.role]));
   const row: EmailRow = {
     ...before.row,
@@ -137,7 +153,9 @@ export async function applyModify(
   const after: EmailRecord = { ...before, row, folder_ids: folderIds };
   const event = newEvent('email.update', accountId, emailEventData(after));
   statements.push(
-    db.prepare('UPDATE emails SET unread = ?, starred = ?, role = ?, updated_at = ? WHERE id = ?').bind(row.unread, row.starred, row.role, row.updated_at, row.id),
+    db
+      .prepare('UPDATE emails SET unread = ?, starred = ?, role = ?, updated_at = ? WHERE id = ?')
+      .bind(row.unread, row.starred, row.role, row.updated_at, row.id),
     eventStatement(db, event),
   );
   await db.batch(statements);

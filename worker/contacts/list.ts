@@ -34,7 +34,10 @@ export function presentContact(row: ContactRow) {
   };
 }
 
-export async function listContacts(db: D1Database, q: ContactListQuery): Promise<CursorList<ReturnType<typeof presentContact>>> {
+export async function listContacts(
+  db: D1Database,
+  q: ContactListQuery,
+): Promise<CursorList<ReturnType<typeof presentContact>>> {
   const filtersKey = `contacts:account_id=${q.account_id}&q=${q.q ?? ''}`;
   const accountId = parseId('account', q.account_id);
   const where = ['account_id = ?'];
@@ -46,14 +49,17 @@ export async function listContacts(db: D1Database, q: ContactListQuery): Promise
   }
   if (q.cursor !== undefined) {
     const [lastMs, identifier] = decodeCursor(q.cursor, filtersKey);
-    if (typeof lastMs !== 'number' || typeof identifier !== 'string') throw invalid('cursor: not a cursor returned by this API');
+    if (typeof lastMs !== 'number' || typeof identifier !== 'string')
+      throw invalid('cursor: not a cursor returned by this API');
     where.push('(last_email_ms < ? OR (last_email_ms = ? AND identifier > ?))');
     params.push(lastMs, lastMs, identifier);
   }
   const rows = accountId
     ? (
         await db
-          .prepare(`SELECT * FROM contacts WHERE ${where.join(' AND ')} ORDER BY last_email_ms DESC, identifier LIMIT ?`)
+          .prepare(
+            `SELECT * FROM contacts WHERE ${where.join(' AND ')} ORDER BY last_email_ms DESC, identifier LIMIT ?`,
+          )
           .bind(...params, q.limit + 1)
           .all<ContactRow>()
       ).results

@@ -5,7 +5,15 @@
  * state in the object's SQLite storage.
  */
 import { DurableObject } from 'cloudflare:workers';
-import { ModifyResult, OutgoingResult, type AccountStatus, type Change, type FolderCursor, type FolderInfo, type GatewayRequest } from '../../common/relay.ts';
+import {
+  ModifyResult,
+  OutgoingResult,
+  type AccountStatus,
+  type Change,
+  type FolderCursor,
+  type FolderInfo,
+  type GatewayRequest,
+} from '../../common/relay.ts';
 import { ACCOUNT_COLUMNS, presentAccount, type AccountRow } from '../accounts/present.ts';
 import type { Env } from '../env.ts';
 import { dispatchEvents, eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
@@ -99,7 +107,11 @@ export class AccountObject extends DurableObject<Env> {
   private accountContext() {
     const accountId = this.meta('account_id');
     if (!accountId || this.meta('removed') === '1') throw new Error('account_gone: this account is not connected');
-    const own = new Set([this.meta('email'), this.meta('user_id')].filter((v): v is string => !!v && v.includes('@')).map((v) => v.toLowerCase()));
+    const own = new Set(
+      [this.meta('email'), this.meta('user_id')]
+        .filter((v): v is string => !!v && v.includes('@'))
+        .map((v) => v.toLowerCase()),
+    );
     return { accountId, ownAddresses: own, connectedAtMs: Number(this.meta('connected_at_ms') ?? 0) };
   }
 
@@ -107,7 +119,9 @@ export class AccountObject extends DurableObject<Env> {
 
   private loadCursors(): Map<string, CursorState> {
     const rows = this.sql
-      .exec<{ path: string; uidvalidity: number; last_uid: number; highest_modseq: string | null; resync: number }>('SELECT * FROM folder_cursors')
+      .exec<{ path: string; uidvalidity: number; last_uid: number; highest_modseq: string | null; resync: number }>(
+        'SELECT * FROM folder_cursors',
+      )
       .toArray();
     return new Map(rows.map((r) => [r.path, { ...r, resync: r.resync === 1 }]));
   }
@@ -133,9 +147,15 @@ export class AccountObject extends DurableObject<Env> {
   private loadInitialSync(): InitialSync | null {
     const since = this.meta('initial_sync_since_ms');
     if (since === null) return null;
-    const rows = this.sql.exec<{ path: string; uidvalidity: number; below_uid: number }>('SELECT * FROM initial_sync_folders').toArray();
+    const rows = this.sql
+      .exec<{ path: string; uidvalidity: number; below_uid: number }>('SELECT * FROM initial_sync_folders')
+      .toArray();
     const status = (this.meta('initial_sync_status') ?? 'pending') as InitialSyncStatus;
-    return new InitialSync(Number(since), status, new Map(rows.map((r) => [r.path, { uidvalidity: r.uidvalidity, below_uid: r.below_uid }])));
+    return new InitialSync(
+      Number(since),
+      status,
+      new Map(rows.map((r) => [r.path, { uidvalidity: r.uidvalidity, below_uid: r.below_uid }])),
+    );
   }
 
   private saveInitialSync(sync: InitialSync): void {
@@ -144,7 +164,12 @@ export class AccountObject extends DurableObject<Env> {
       this.setMeta('initial_sync_status', sync.status);
       this.sql.exec('DELETE FROM initial_sync_folders');
       for (const [path, f] of sync.folders) {
-        this.sql.exec('INSERT INTO initial_sync_folders (path, uidvalidity, below_uid) VALUES (?, ?, ?)', path, f.uidvalidity, f.below_uid);
+        this.sql.exec(
+          'INSERT INTO initial_sync_folders (path, uidvalidity, below_uid) VALUES (?, ?, ?)',
+          path,
+          f.uidvalidity,
+          f.below_uid,
+        );
       }
     });
   }
@@ -155,7 +180,12 @@ export class AccountObject extends DurableObject<Env> {
   }
 
   cursors(): FolderCursor[] {
-    return [...this.loadCursors().values()].map(({ path, uidvalidity, last_uid, highest_modseq }) => ({ path, uidvalidity, last_uid, highest_modseq }));
+    return [...this.loadCursors().values()].map(({ path, uidvalidity, last_uid, highest_modseq }) => ({
+      path,
+      uidvalidity,
+      last_uid,
+      highest_modseq,
+    }));
   }
 
   // ------------------------------------------------------------------ lifecycle
@@ -180,7 +210,9 @@ export class AccountObject extends DurableObject<Env> {
       this.saveCursors(applier.cursors);
       if (init.initial_sync_since_ms != null) {
         // What was in each folder at connect (below its UIDNEXT) is what the initial sync may pull.
-        const folders = [...applier.cursors.values()].filter((c) => c.last_uid > 0).map((c) => [c.path, { uidvalidity: c.uidvalidity, below_uid: c.last_uid + 1 }] as const);
+        const folders = [...applier.cursors.values()]
+          .filter((c) => c.last_uid > 0)
+          .map((c) => [c.path, { uidvalidity: c.uidvalidity, below_uid: c.last_uid + 1 }] as const);
         this.saveInitialSync(new InitialSync(init.initial_sync_since_ms, 'pending', new Map(folders)));
       }
     });
@@ -214,7 +246,11 @@ export class AccountObject extends DurableObject<Env> {
   // ------------------------------------------------------------------ leases
 
   currentLease(): Lease | null {
-    return this.sql.exec<{ gateway_id: string; expires_at: number }>('SELECT gateway_id, expires_at FROM lease').toArray()[0] ?? null;
+    return (
+      this.sql
+        .exec<{ gateway_id: string; expires_at: number }>('SELECT gateway_id, expires_at FROM lease')
+        .toArray()[0] ?? null
+    );
   }
 
   /**
@@ -225,9 +261,14 @@ export class AccountObject extends DurableObject<Env> {
     if (!this.meta('account_id') || this.meta('removed') === '1') return { granted: false, lease: null };
     const now = Date.now();
     const current = this.currentLease();
-    if (current && current.gateway_id !== gatewayId && current.expires_at > now) return { granted: false, lease: current };
+    if (current && current.gateway_id !== gatewayId && current.expires_at > now)
+      return { granted: false, lease: current };
     const lease = { gateway_id: gatewayId, expires_at: now + ttlMs };
-    this.sql.exec('INSERT OR REPLACE INTO lease (singleton, gateway_id, expires_at) VALUES (1, ?, ?)', lease.gateway_id, lease.expires_at);
+    this.sql.exec(
+      'INSERT OR REPLACE INTO lease (singleton, gateway_id, expires_at) VALUES (1, ?, ?)',
+      lease.gateway_id,
+      lease.expires_at,
+    );
     return { granted: true, lease };
   }
 
@@ -246,7 +287,8 @@ export class AccountObject extends DurableObject<Env> {
   private leaseProblem(gatewayId: string): string | null {
     const current = this.currentLease();
     if (this.meta('removed') === '1') return 'the account was removed';
-    if (!current || current.gateway_id !== gatewayId) return `the account is held by ${current?.gateway_id ?? 'nobody'}`;
+    if (!current || current.gateway_id !== gatewayId)
+      return `the account is held by ${current?.gateway_id ?? 'nobody'}`;
     return null;
   }
 
@@ -272,12 +314,15 @@ export class AccountObject extends DurableObject<Env> {
 
   /** R2 first, then one D1 batch, then orphan bookkeeping, then the events go to the queue. */
   private async commit(result: ChangeResult): Promise<void> {
-    await Promise.all(result.blobs.map((b) => this.env.BLOBS.put(b.key, b.body, { httpMetadata: { contentType: b.contentType } })));
+    await Promise.all(
+      result.blobs.map((b) => this.env.BLOBS.put(b.key, b.body, { httpMetadata: { contentType: b.contentType } })),
+    );
     for (const batch of d1Batches(result)) await this.env.DB.batch(batch);
     for (const id of result.adopted) this.sql.exec('DELETE FROM orphans WHERE email_id = ?', id);
     if (result.orphans.length) {
       const due = Date.now() + ORPHAN_GRACE_MS;
-      for (const id of result.orphans) this.sql.exec('INSERT OR REPLACE INTO orphans (email_id, due_at) VALUES (?, ?)', id, due);
+      for (const id of result.orphans)
+        this.sql.exec('INSERT OR REPLACE INTO orphans (email_id, due_at) VALUES (?, ?)', id, due);
       const alarm = await this.ctx.storage.getAlarm();
       if (alarm === null || alarm > due) await this.ctx.storage.setAlarm(due);
     }
@@ -285,14 +330,23 @@ export class AccountObject extends DurableObject<Env> {
   }
 
   private dispatch(events: OutboxEvent[]): void {
-    if (events.length) this.ctx.waitUntil(dispatchEvents(this.env, events.map((e) => e.id)));
+    if (events.length)
+      this.ctx.waitUntil(
+        dispatchEvents(
+          this.env,
+          events.map((e) => e.id),
+        ),
+      );
   }
 
   /** Orphans whose grace ran out and that found no folder again are deleted: email.delete. */
   override async alarm(): Promise<void> {
     await this.serialize(async () => {
       const now = Date.now();
-      const due = this.sql.exec<{ email_id: string }>('SELECT email_id FROM orphans WHERE due_at <= ?', now).toArray().map((r) => r.email_id);
+      const due = this.sql
+        .exec<{ email_id: string }>('SELECT email_id FROM orphans WHERE due_at <= ?', now)
+        .toArray()
+        .map((r) => r.email_id);
       if (due.length) {
         const accountId = this.meta('account_id');
         if (accountId) await this.deleteOrphans(accountId, due);
@@ -308,7 +362,9 @@ export class AccountObject extends DurableObject<Env> {
     const rows: EmailRow[] = [];
     for (const id of emailIds) {
       const row = await db
-        .prepare('SELECT * FROM emails WHERE id = ? AND account_id = ? AND NOT EXISTS (SELECT 1 FROM email_folders WHERE email_id = emails.id)')
+        .prepare(
+          'SELECT * FROM emails WHERE id = ? AND account_id = ? AND NOT EXISTS (SELECT 1 FROM email_folders WHERE email_id = emails.id)',
+        )
         .bind(id, accountId)
         .first<EmailRow>();
       if (row) rows.push(row);
@@ -330,7 +386,9 @@ export class AccountObject extends DurableObject<Env> {
           )
           .bind(row.id, row.id, accountId, row.id),
         db
-          .prepare('DELETE FROM contacts WHERE account_id = ? AND emails_count <= 0 AND identifier IN (SELECT address FROM email_participants WHERE email_id = ?)')
+          .prepare(
+            'DELETE FROM contacts WHERE account_id = ? AND emails_count <= 0 AND identifier IN (SELECT address FROM email_participants WHERE email_id = ?)',
+          )
           .bind(accountId, row.id),
         // Its search index row goes with its email_search row (trigger).
         db.prepare('DELETE FROM email_search WHERE email_id = ?').bind(row.id),
@@ -340,7 +398,9 @@ export class AccountObject extends DurableObject<Env> {
         db.prepare('DELETE FROM emails WHERE id = ?').bind(row.id),
         eventStatement(db, event),
       ]);
-      const keys = [row.raw_key, row.body_key, ...record.attachments.map((a) => a.blob_key)].filter((k): k is string => !!k);
+      const keys = [row.raw_key, row.body_key, ...record.attachments.map((a) => a.blob_key)].filter(
+        (k): k is string => !!k,
+      );
       if (keys.length) await this.env.BLOBS.delete(keys);
     }
     this.dispatch(events);
@@ -356,7 +416,9 @@ export class AccountObject extends DurableObject<Env> {
 
   /** Send a message or save a draft through the gateway holding the account (common/relay.ts `send`). */
   async sendOutgoing(request: Extract<GatewayRequest, { op: 'send' }>): Promise<CommandAnswer<OutgoingResult>> {
-    return this.command(async () => OutgoingResult.parse(await callHolder(this.env, () => this.currentLease(), request, COMMAND_BUDGET.send)));
+    return this.command(async () =>
+      OutgoingResult.parse(await callHolder(this.env, () => this.currentLease(), request, COMMAND_BUDGET.send)),
+    );
   }
 
   /**
@@ -370,7 +432,12 @@ export class AccountObject extends DurableObject<Env> {
       const plan = await planModify(this.env, accountId, emailId, wanted);
       const result = plan.steps.length
         ? ModifyResult.parse(
-            await callHolder(this.env, () => this.currentLease(), { op: 'modify', account_id: accountId, steps: plan.steps }, COMMAND_BUDGET.action),
+            await callHolder(
+              this.env,
+              () => this.currentLease(),
+              { op: 'modify', account_id: accountId, steps: plan.steps },
+              COMMAND_BUDGET.action,
+            ),
           )
         : { uids: [] };
       const { email, events } = await this.serialize(() => applyModify(this.env, accountId, plan, result));
@@ -388,14 +455,19 @@ export class AccountObject extends DurableObject<Env> {
       if (problem) return { ok: false, lease_lost: problem };
       const accountId = this.accountContext().accountId;
       const db = this.env.DB;
-      const row = await db.prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`).bind(accountId).first<AccountRow>();
+      const row = await db
+        .prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`)
+        .bind(accountId)
+        .first<AccountRow>();
       const lastError = status === 'running' ? null : error;
       if (!row || (row.status === status && row.last_error === lastError)) return { ok: true, value: null };
       const now = isoNow();
       const updated: AccountRow = { ...row, status, last_error: lastError };
       const event = newEvent(`account.status.${status}`, accountId, presentAccount(updated));
       await db.batch([
-        db.prepare('UPDATE accounts SET status = ?, last_error = ?, updated_at = ? WHERE id = ?').bind(status, lastError, now, accountId),
+        db
+          .prepare('UPDATE accounts SET status = ?, last_error = ?, updated_at = ? WHERE id = ?')
+          .bind(status, lastError, now, accountId),
         eventStatement(db, event),
       ]);
       this.dispatch([event]);
@@ -436,15 +508,24 @@ export async function purgeAccountData(env: Env, accountId: string): Promise<voi
   const CHUNK = 500;
   for (const table of ['email_participants', 'attachments', 'email_folders', 'email_search', 'thread_keys']) {
     for (;;) {
-      const { meta } = await db.prepare(`DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE account_id = ? LIMIT ${CHUNK})`).bind(accountId).run();
+      const { meta } = await db
+        .prepare(`DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE account_id = ? LIMIT ${CHUNK})`)
+        .bind(accountId)
+        .run();
       if (meta.changes < CHUNK) break;
     }
   }
   for (;;) {
-    const { meta } = await db.prepare(`DELETE FROM emails WHERE id IN (SELECT id FROM emails WHERE account_id = ? LIMIT ${CHUNK})`).bind(accountId).run();
+    const { meta } = await db
+      .prepare(`DELETE FROM emails WHERE id IN (SELECT id FROM emails WHERE account_id = ? LIMIT ${CHUNK})`)
+      .bind(accountId)
+      .run();
     if (meta.changes < CHUNK) break;
   }
-  await db.batch([db.prepare('DELETE FROM contacts WHERE account_id = ?').bind(accountId), db.prepare('DELETE FROM folders WHERE account_id = ?').bind(accountId)]);
+  await db.batch([
+    db.prepare('DELETE FROM contacts WHERE account_id = ?').bind(accountId),
+    db.prepare('DELETE FROM folders WHERE account_id = ?').bind(accountId),
+  ]);
   let cursor: string | undefined;
   do {
     const listing = await env.BLOBS.list({ prefix: blobKeys.accountPrefix(accountId), cursor, limit: 1000 });

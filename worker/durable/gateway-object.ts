@@ -28,7 +28,8 @@ export class GatewayObject extends DurableObject<Env> {
   /** The gateway's WebSocket upgrade, already authenticated by the Worker. */
   override async fetch(request: Request): Promise<Response> {
     const gatewayId = new URL(request.url).searchParams.get('gateway_id');
-    if (request.headers.get('Upgrade') !== 'websocket' || !gatewayId) return new Response('expected a WebSocket upgrade', { status: 426 });
+    if (request.headers.get('Upgrade') !== 'websocket' || !gatewayId)
+      return new Response('expected a WebSocket upgrade', { status: 426 });
     // One socket per gateway: a reconnecting process replaces its old socket.
     for (const old of this.ctx.getWebSockets()) old.close(1012, 'replaced by a new connection');
     const { 0: client, 1: server } = new WebSocketPair();
@@ -46,7 +47,9 @@ export class GatewayObject extends DurableObject<Env> {
   override async webSocketMessage(_ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
     let parsed: GatewayToWorker;
     try {
-      parsed = GatewayToWorker.parse(JSON.parse(typeof message === 'string' ? message : new TextDecoder().decode(message)));
+      parsed = GatewayToWorker.parse(
+        JSON.parse(typeof message === 'string' ? message : new TextDecoder().decode(message)),
+      );
     } catch {
       return; // not a response we understand; the gateway logs its own errors
     }
@@ -54,7 +57,11 @@ export class GatewayObject extends DurableObject<Env> {
     if (!waiting) return;
     this.pending.delete(parsed.id);
     clearTimeout(waiting.timer);
-    waiting.resolve(parsed.ok ? { ok: true, result: parsed.result } : { ok: false, kind: parsed.error.kind, detail: parsed.error.detail });
+    waiting.resolve(
+      parsed.ok
+        ? { ok: true, result: parsed.result }
+        : { ok: false, kind: parsed.error.kind, detail: parsed.error.detail },
+    );
   }
 
   override async webSocketClose(ws: WebSocket): Promise<void> {

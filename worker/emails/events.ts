@@ -16,5 +16,7 @@ export function withoutBodies(data: unknown): unknown {
 
 export function emailEventData(record: EmailRecord, bodies?: { html: string; plain: string }) {
   const email = presentEmailList(bodies ? { ...record, bodies } : record);
-  return new TextEncoder().encode(JSON.stringify(email)).length <= MAX_EVENT_PAYLOAD_BYTES ? email : withoutBodies(email);
+  return new TextEncoder().encode(JSON.stringify(email)).length <= MAX_EVENT_PAYLOAD_BYTES
+    ? email
+    : withoutBodies(email);
 }

@@ -77,10 +77,19 @@ function attendee(a: StoredAddress, withType: boolean) {
     : { identifier: a.address, display_name: a.name };
 }
 
-const attendees = (json: string, withType: boolean) => (JSON.parse(json) as StoredAddress[]).map((a) => attendee(a, withType));
+const attendees = (json: string, withType: boolean) =>
+  (JSON.parse(json) as StoredAddress[]).map((a) => attendee(a, withType));
 
 function presentAttachment(a: AttachmentRow) {
-  return { id: a.id, name: a.name, extension: a.extension, size: a.size, mime: a.mime, cid: a.cid ?? '', inline: a.inline === 1 };
+  return {
+    id: a.id,
+    name: a.name,
+    extension: a.extension,
+    size: a.size,
+    mime: a.mime,
+    cid: a.cid ?? '',
+    inline: a.inline === 1,
+  };
 }
 
 /** Fields both variants share. */

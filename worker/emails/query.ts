@@ -63,7 +63,10 @@ export function filtersKey(q: Partial<EmailListQuery>, extra = ''): string {
  * The list query for `q`. The drafts list passes only `account_id` and paging, with `draftsOnly`
  * (which also keeps its cursors apart from the emails list's).
  */
-export function buildEmailQuery(q: Partial<EmailListQuery> & { limit: number }, options: { draftsOnly?: boolean } = {}): BuiltQuery {
+export function buildEmailQuery(
+  q: Partial<EmailListQuery> & { limit: number },
+  options: { draftsOnly?: boolean } = {},
+): BuiltQuery {
   const where: string[] = [];
   const params: (string | number)[] = [];
   let empty = false;
@@ -104,7 +107,9 @@ export function buildEmailQuery(q: Partial<EmailListQuery> & { limit: number }, 
   ] as const) {
     const address = q[filter];
     if (address === undefined) continue;
-    where.push(`e.id IN (SELECT p.email_id FROM email_participants p WHERE p.address = ?${accountId ? ' AND p.account_id = ?' : ''}${kinds})`);
+    where.push(
+      `e.id IN (SELECT p.email_id FROM email_participants p WHERE p.address = ?${accountId ? ' AND p.account_id = ?' : ''}${kinds})`,
+    );
     params.push(address.toLowerCase(), ...(accountId ? [accountId] : []));
   }
   if (q.thread_id !== undefined) {
@@ -137,7 +142,8 @@ export function buildEmailQuery(q: Partial<EmailListQuery> & { limit: number }, 
   }
   if (q.cursor !== undefined) {
     const [dateMs, id] = decodeCursor(q.cursor, filtersKey(q, options.draftsOnly ? 'drafts:' : ''));
-    if (typeof dateMs !== 'number' || typeof id !== 'string') throw invalid('cursor: not a cursor returned by this API');
+    if (typeof dateMs !== 'number' || typeof id !== 'string')
+      throw invalid('cursor: not a cursor returned by this API');
     where.push('(e.date_ms < ? OR (e.date_ms = ? AND e.id < ?))');
     params.push(dateMs, dateMs, id);
   }

@@ -28,7 +28,9 @@ export function indexEmailStatements(db: D1Database, doc: SearchDocument): D1Pre
   return [
     db.prepare('INSERT INTO email_search (email_id, account_id) VALUES (?, ?)').bind(doc.emailId, doc.accountId),
     db
-      .prepare('INSERT INTO emails_fts (rowid, subject, body, participants) SELECT rowid, ?, ?, ? FROM email_search WHERE email_id = ?')
+      .prepare(
+        'INSERT INTO emails_fts (rowid, subject, body, participants) SELECT rowid, ?, ?, ? FROM email_search WHERE email_id = ?',
+      )
       .bind(doc.subject, doc.body.slice(0, MAX_INDEXED_BODY_CHARS), participants, doc.emailId),
   ];
 }

@@ -17,7 +17,8 @@ export const placeholders = (n: number): string => Array.from({ length: n }, () 
 export const blobKeys = {
   raw: (accountId: string, digest: string) => `accounts/${accountId}/raw/${digest}.eml`,
   bodies: (accountId: string, digest: string) => `accounts/${accountId}/bodies/${digest}.json`,
-  attachment: (accountId: string, digest: string, index: number) => `accounts/${accountId}/attachments/${digest}/${index}`,
+  attachment: (accountId: string, digest: string, index: number) =>
+    `accounts/${accountId}/attachments/${digest}/${index}`,
   accountPrefix: (accountId: string) => `accounts/${accountId}/`,
 };
 
@@ -34,7 +35,9 @@ export async function loadEmailRecords(env: Env, rows: EmailRow[]): Promise<Emai
       env.DB.prepare(
         `SELECT ef.email_id, ef.folder_id FROM email_folders ef WHERE ef.email_id IN (${placeholders(ids.length)}) ORDER BY ef.folder_id`,
       ).bind(...ids),
-      env.DB.prepare(`SELECT * FROM attachments WHERE email_id IN (${placeholders(ids.length)}) ORDER BY id`).bind(...ids),
+      env.DB.prepare(`SELECT * FROM attachments WHERE email_id IN (${placeholders(ids.length)}) ORDER BY id`).bind(
+        ...ids,
+      ),
     ]);
     for (const f of (folders?.results ?? []) as { email_id: string; folder_id: string }[]) {
       folderIds.set(f.email_id, [...(folderIds.get(f.email_id) ?? []), f.folder_id]);
@@ -74,7 +77,9 @@ async function loadBodies(env: Env, key: string): Promise<{ html: string; plain:
 /** One email by id (optionally constrained to an account), or null. */
 export async function loadEmail(env: Env, emailId: string, accountId?: string): Promise<EmailRecord | null> {
   const row = accountId
-    ? await env.DB.prepare('SELECT * FROM emails WHERE id = ? AND account_id = ?').bind(emailId, accountId).first<EmailRow>()
+    ? await env.DB.prepare('SELECT * FROM emails WHERE id = ? AND account_id = ?')
+        .bind(emailId, accountId)
+        .first<EmailRow>()
     : await env.DB.prepare('SELECT * FROM emails WHERE id = ?').bind(emailId).first<EmailRow>();
   if (!row) return null;
   const [record] = await loadEmailRecords(env, [row]);

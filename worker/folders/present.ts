@@ -25,7 +25,18 @@ export function presentFolder(row: FolderRow) {
   };
 }
 
-export const ROLES = ['INBOX', 'SENT', 'DRAFTS', 'TRASH', 'SPAM', 'ARCHIVE', 'ALL', 'IMPORTANT', 'STARRED', 'UNKNOWN'] as const;
+export const ROLES = [
+  'INBOX',
+  'SENT',
+  'DRAFTS',
+  'TRASH',
+  'SPAM',
+  'ARCHIVE',
+  'ALL',
+  'IMPORTANT',
+  'STARRED',
+  'UNKNOWN',
+] as const;
 export type Role = (typeof ROLES)[number];
 
 const SPECIAL_USE_ROLES: Record<string, Role> = {
@@ -63,7 +74,18 @@ export function parentPath(path: string, delimiter: string | null): string | nul
  * oneself (Inbox and Sent) is SENT, anything in Trash is TRASH, and Gmail's All Mail only counts
  * when nothing else does.
  */
-const ROLE_PRIORITY: Role[] = ['TRASH', 'SPAM', 'DRAFTS', 'SENT', 'INBOX', 'ARCHIVE', 'UNKNOWN', 'IMPORTANT', 'STARRED', 'ALL'];
+const ROLE_PRIORITY: Role[] = [
+  'TRASH',
+  'SPAM',
+  'DRAFTS',
+  'SENT',
+  'INBOX',
+  'ARCHIVE',
+  'UNKNOWN',
+  'IMPORTANT',
+  'STARRED',
+  'ALL',
+];
 
 export function mainRole(roles: string[]): Role {
   for (const role of ROLE_PRIORITY) if (roles.includes(role)) return role;

@@ -10,27 +10,41 @@ export const GATEWAY_REQUEST_TIMEOUT_MS = 30_000;
 const gatewayStub = (env: Env, gatewayId: string) => env.GATEWAYS.get(env.GATEWAYS.idFromName(gatewayId));
 
 /** Send a request to one gateway; its error answers become the matching API errors. */
-export async function callGateway(env: Env, gatewayId: string, request: GatewayRequest, timeoutMs = GATEWAY_REQUEST_TIMEOUT_MS): Promise<unknown> {
+export async function callGateway(
+  env: Env,
+  gatewayId: string,
+  request: GatewayRequest,
+  timeoutMs = GATEWAY_REQUEST_TIMEOUT_MS,
+): Promise<unknown> {
   // Narrowed by hand: the RPC stub's return type does not discriminate the union.
   const answer = (await gatewayStub(env, gatewayId).request(request, timeoutMs)) as GatewayAnswer;
   if (answer.ok) return answer.result;
-  if (answer.kind === 'unavailable') throw new ApiError('provider_error', `The mail gateway could not be reached: ${answer.detail}.`);
+  if (answer.kind === 'unavailable')
+    throw new ApiError('provider_error', `The mail gateway could not be reached: ${answer.detail}.`);
   throw new ApiError(answer.kind, answer.detail);
 }
 
 /** Connected gateways, most recently seen first. */
 export async function connectedGateways(env: Env): Promise<string[]> {
-  const { results } = await env.DB.prepare('SELECT id FROM gateways WHERE connected = 1 ORDER BY last_seen_ms DESC LIMIT 20').all<{ id: string }>();
+  const { results } = await env.DB.prepare(
+    'SELECT id FROM gateways WHERE connected = 1 ORDER BY last_seen_ms DESC LIMIT 20',
+  ).all<{ id: string }>();
   return results.map((r) => r.id);
 }
 
 /** Send a request to whichever gateway is connected; 502 when none is. Returns the answer and who gave it. */
-export async function callAnyGateway(env: Env, request: GatewayRequest): Promise<{ gatewayId: string; result: unknown }> {
+export async function callAnyGateway(
+  env: Env,
+  request: GatewayRequest,
+): Promise<{ gatewayId: string; result: unknown }> {
   for (const gatewayId of await connectedGateways(env)) {
     if (!(await gatewayStub(env, gatewayId).isConnected())) continue;
     return { gatewayId, result: await callGateway(env, gatewayId, request) };
   }
-  throw new ApiError('provider_error', 'No mail gateway is connected, so the mailbox cannot be reached. Start the gateway (npm run gateway).');
+  throw new ApiError(
+    'provider_error',
+    'No mail gateway is connected, so the mailbox cannot be reached. Start the gateway (npm run gateway).',
+  );
 }
 
 /** Tell a gateway something without waiting for it to act (claim or release an account). Never throws. */

@@ -70,17 +70,34 @@ async function mailboxConfig(c: Context<AppEnv>, row: AccountSecretsRow): Promis
   return {
     email: row.email,
     display_name: row.display_name,
-    imap: { host: row.imap_host, port: row.imap_port, encryption: row.imap_encryption, user: row.user_id, password: passwords.imap_password },
-    smtp: { host: row.smtp_host, port: row.smtp_port, encryption: row.smtp_encryption, user: row.smtp_user, password: passwords.smtp_password },
+    imap: {
+      host: row.imap_host,
+      port: row.imap_port,
+      encryption: row.imap_encryption,
+      user: row.user_id,
+      password: passwords.imap_password,
+    },
+    smtp: {
+      host: row.smtp_host,
+      port: row.smtp_port,
+      encryption: row.smtp_encryption,
+      user: row.smtp_user,
+      password: passwords.smtp_password,
+    },
   };
 }
 
-const leaseLost = (detail: string) => Response.json({ status: 409, type: LEASE_LOST_TYPE, title: 'Lease lost', detail }, { status: 409 });
+const leaseLost = (detail: string) =>
+  Response.json({ status: 409, type: LEASE_LOST_TYPE, title: 'Lease lost', detail }, { status: 409 });
 
 export const gatewayRoutes = new Hono<AppEnv>()
   .get('/connect', async (c) => {
     const gatewayId = c.req.query('gateway_id') ?? '';
-    if (!gatewayId || gatewayId.length > 100 || !(await verifyConnect(c.env.GATEWAY_SECRET, gatewayId, c.req.query('t'), c.req.query('sig')))) {
+    if (
+      !gatewayId ||
+      gatewayId.length > 100 ||
+      !(await verifyConnect(c.env.GATEWAY_SECRET, gatewayId, c.req.query('t'), c.req.query('sig')))
+    ) {
       return errorResponse('unauthorized', 'The gateway signature is missing, wrong or expired.');
     }
     return c.env.GATEWAYS.get(c.env.GATEWAYS.idFromName(gatewayId)).fetch(c.req.raw);
@@ -95,12 +112,16 @@ export const gatewayRoutes = new Hono<AppEnv>()
     const renewed: string[] = [];
     for (const part of chunks(held, 50)) {
       const answers = await Promise.all(
-        part.map(async (id) => (parseId('account', id) ? accountStub(c, id).renewLease(gateway_id, LEASE_TTL_MS) : false)),
+        part.map(async (id) =>
+          parseId('account', id) ? accountStub(c, id).renewLease(gateway_id, LEASE_TTL_MS) : false,
+        ),
       );
       part.forEach((id, i) => (answers[i] ? renewed : lost).push(id));
     }
     for (const part of chunks(renewed)) {
-      await c.env.DB.prepare(`UPDATE accounts SET gateway_id = ?, lease_expires_ms = ? WHERE id IN (${placeholders(part.length)})`)
+      await c.env.DB.prepare(
+        `UPDATE accounts SET gateway_id = ?, lease_expires_ms = ? WHERE id IN (${placeholders(part.length)})`,
+      )
         .bind(gateway_id, now + LEASE_TTL_MS, ...part)
         .run();
     }
@@ -112,7 +133,11 @@ export const gatewayRoutes = new Hono<AppEnv>()
       .bind(now, gateway_id)
       .all<{ id: string }>();
     const heldSet = new Set(held);
-    const response: HeartbeatResponse = { lost, claimable: results.map((r) => r.id).filter((id) => !heldSet.has(id)), lease_ttl_ms: LEASE_TTL_MS };
+    const response: HeartbeatResponse = {
+      lost,
+      claimable: results.map((r) => r.id).filter((id) => !heldSet.has(id)),
+      lease_ttl_ms: LEASE_TTL_MS,
+    };
     return c.json(response);
   })
 
@@ -132,7 +157,9 @@ export const gatewayRoutes = new Hono<AppEnv>()
       const refused: LeaseResponse = { granted: false, holder: lease?.gateway_id ?? null };
       return c.json(refused);
     }
-    await c.env.DB.prepare('UPDATE accounts SET gateway_id = ?, lease_expires_ms = ? WHERE id = ?').bind(gateway_id, lease.expires_at, accountId).run();
+    await c.env.DB.prepare('UPDATE accounts SET gateway_id = ?, lease_expires_ms = ? WHERE id = ?')
+      .bind(gateway_id, lease.expires_at, accountId)
+      .run();
     const response: LeaseResponse = {
       granted: true,
       account_id: accountId,
@@ -153,7 +180,11 @@ export const gatewayRoutes = new Hono<AppEnv>()
 
   // A composed message waiting to be sent (see the `send` request): a signed GET with an empty body.
   .get('/accounts/:id/outgoing/:name', async (c) => {
-    const ok = await verifyRequest(c.env.GATEWAY_SECRET, c.req.header(GATEWAY_SIGNATURE_HEADER), { method: 'GET', path: new URL(c.req.url).pathname, body: '' });
+    const ok = await verifyRequest(c.env.GATEWAY_SECRET, c.req.header(GATEWAY_SIGNATURE_HEADER), {
+      method: 'GET',
+      path: new URL(c.req.url).pathname,
+      body: '',
+    });
     if (!ok) throw new ApiError('unauthorized', 'The gateway signature is missing, wrong or expired.');
     const name = c.req.param('name');
     const object = OUTGOING_NAME.test(name) ? await c.env.BLOBS.get(outgoingBlobKey(accountIdParam(c), name)) : null;

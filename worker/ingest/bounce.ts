@@ -16,13 +16,16 @@ export interface BounceInput {
   attachments: ParsedAttachment[];
 }
 
-const DAEMON_SENDER = /^(?:mailer-?daemon|mail-?daemon|postmaster|mdaemon|mail\.?delivery\.?(?:sub)?system|microsoftexchange[0-9a-f]*)(?:@|$)/i;
-const DAEMON_NAME = /\b(?:mail delivery (?:sub)?system|mailer[- ]daemon|postmaster|mail administrator|delivery subsystem)\b/i;
+const DAEMON_SENDER =
+  /^(?:mailer-?daemon|mail-?daemon|postmaster|mdaemon|mail\.?delivery\.?(?:sub)?system|microsoftexchange[0-9a-f]*)(?:@|$)/i;
+const DAEMON_NAME =
+  /\b(?:mail delivery (?:sub)?system|mailer[- ]daemon|postmaster|mail administrator|delivery subsystem)\b/i;
 const BOUNCE_SUBJECT =
   /undeliver|returned mail|delivery (?:status notification|failure|failed|has failed|notification|problem)|mail delivery failed|failure notice|non-?delivery|not (?:be )?delivered|nondeliverable|delivery report|mail system error|warning: could not send/i;
 const FAILURE_PHRASE =
   /qmail-send program|could not be delivered|couldn't be delivered|permanent fatal error|(?:was|were) not delivered|delivery to the following recipients? (?:failed|has been delayed)|failed permanently|undeliverable|unable to deliver|could not deliver|did not reach|delivery has failed|user unknown|unknown user|no such (?:user|mailbox)|mailbox (?:unavailable|not found|is full|full)|recipient address rejected|wasn't able to deliver|not able to deliver|delivery failed|delivery problems?|message not delivered|could not reach|has not yet been delivered|will continue trying|over quota|unrecoverable error|invalid final delivery|exceeds allowed size|has been returned|mail delivery software|delivery failure|returning (?:message )?to sender|(?:was|been) rejected|not (?:be )?delivered/i;
-const DELAY_PHRASE = /\(delay\)|delayed|has not yet been delivered|will (?:continue|keep) trying|still trying|warning: could not send/i;
+const DELAY_PHRASE =
+  /\(delay\)|delayed|has not yet been delivered|will (?:continue|keep) trying|still trying|warning: could not send/i;
 // Where the copy of the original message starts: addresses after this are the original's, not the failed recipient.
 const ORIGINAL_COPY =
   /^.*(?:below this line is a copy|original message (?:follows|headers?)|copy of (?:the |your )?(?:original )?message|returned message|headers of the original|message headers? follows?|unsent message below|^-+ ?original message ?-+).*$/im;
@@ -38,7 +41,8 @@ export function detectBounce(input: BounceInput): BounceInfo | null {
   const textual = report?.recipient ? null : fromText(input);
   const recipient = report?.recipient || textual?.recipient;
   if (!recipient) return null;
-  const action = report?.action || (DELAY_PHRASE.test(`${input.subject}\n${input.plain.slice(0, 2000)}`) ? 'delayed' : 'failed');
+  const action =
+    report?.action || (DELAY_PHRASE.test(`${input.subject}\n${input.plain.slice(0, 2000)}`) ? 'delayed' : 'failed');
   const diagnostic = report?.diagnostic || textual?.diagnostic || '';
   const status = report?.status || guessStatus(`${diagnostic}\n${textual?.section ?? ''}`, action);
   return { original_message_id: originalMessageId(input), recipient, status, action, diagnostic };
@@ -66,7 +70,9 @@ function deliveryStatus({ contentType, attachments }: BounceInput): Report | 'su
       ? { recipient: '', action: '', status: '', diagnostic: '' }
       : null;
   }
-  const recipients = fieldGroups(decodeBytes(part.content)).filter((g) => g.has('final-recipient') || g.has('original-recipient'));
+  const recipients = fieldGroups(decodeBytes(part.content)).filter(
+    (g) => g.has('final-recipient') || g.has('original-recipient'),
+  );
   const pick =
     recipients.find((g) => /failed/i.test(g.get('action') ?? '')) ??
     recipients.find((g) => /delayed/i.test(g.get('action') ?? '')) ??
@@ -87,7 +93,10 @@ function deliveryStatus({ contentType, attachments }: BounceInput): Report | 'su
     recipient: (candidates.find((c) => c.rfc822) ?? candidates.find((c) => c.address))?.address ?? '',
     action,
     status,
-    diagnostic: (pick.get('diagnostic-code') ?? '').replace(/^[^;]*;/, '').replace(/\s+/g, ' ').trim(),
+    diagnostic: (pick.get('diagnostic-code') ?? '')
+      .replace(/^[^;]*;/, '')
+      .replace(/\s+/g, ' ')
+      .trim(),
   };
 }
 
@@ -113,7 +122,10 @@ function fromText({ from, plain }: BounceInput): { recipient: string; diagnostic
   return recipientIn(fromPhrase, from) ?? recipientIn(report, from);
 }
 
-function recipientIn(section: string, from: ParsedAddress | null): { recipient: string; diagnostic: string; section: string } | null {
+function recipientIn(
+  section: string,
+  from: ParsedAddress | null,
+): { recipient: string; diagnostic: string; section: string } | null {
   const sender = from ? from.address.toLowerCase() : '';
   for (const match of section.matchAll(ADDRESS)) {
     const address = match[0].replace(/^[.'`]+|[.'`]+$/g, '').replace(/^smtp=/i, '');

@@ -101,8 +101,18 @@ export function messageIds(value: string | null): string[] {
 
 const MONTHS = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];
 const ZONES: Record<string, number> = {
-  ut: 0, utc: 0, gmt: 0, z: 0,
-  est: -500, edt: -400, cst: -600, cdt: -500, mst: -700, mdt: -600, pst: -800, pdt: -700,
+  ut: 0,
+  utc: 0,
+  gmt: 0,
+  z: 0,
+  est: -500,
+  edt: -400,
+  cst: -600,
+  cdt: -500,
+  mst: -700,
+  mdt: -600,
+  pst: -800,
+  pdt: -700,
 };
 
 /**
@@ -112,7 +122,11 @@ const ZONES: Record<string, number> = {
  */
 export function parseDate(value: string | null): number | null {
   if (!value) return null;
-  const text = value.replace(/\([^)]*\)/g, ' ').replace(/\s+/g, ' ').trim().toLowerCase();
+  const text = value
+    .replace(/\([^)]*\)/g, ' ')
+    .replace(/\s+/g, ' ')
+    .trim()
+    .toLowerCase();
   const month = '(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\\.?';
   const time = '(\\d{1,2}):(\\d{1,2})(?::(\\d{1,2}))?';
   const zone = '(?:\\s*([+-]\\d{4}|[a-z]{1,5}))?';
@@ -128,14 +142,24 @@ export function parseDate(value: string | null): number | null {
 }
 
 function toMs(
-  yearText: string, monthText: string, dayText: string,
-  hourText: string, minuteText: string, secondText: string | undefined, zoneText: string | undefined,
+  yearText: string,
+  monthText: string,
+  dayText: string,
+  hourText: string,
+  minuteText: string,
+  secondText: string | undefined,
+  zoneText: string | undefined,
 ): number | null {
   let year = Number(yearText);
   if (yearText.length <= 2) year += year < 50 ? 2000 : 1900;
   else if (yearText.length === 3) year += 1900;
   const month = MONTHS.indexOf(monthText.slice(0, 3));
-  const [day, hour, minute, second] = [dayText, hourText, minuteText, secondText ?? '0'].map(Number) as [number, number, number, number];
+  const [day, hour, minute, second] = [dayText, hourText, minuteText, secondText ?? '0'].map(Number) as [
+    number,
+    number,
+    number,
+    number,
+  ];
   if (day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) return null;
   let offset = 0; // as ±hhmm
   if (zoneText && /^[+-]\d{4}$/.test(zoneText)) offset = Number(zoneText);

@@ -9,7 +9,14 @@ import type { Attachment, Email } from 'postal-mime';
 import { toHex } from '../lib/crypto.ts';
 import { detectBounce } from './bounce.ts';
 import {
-  allHeaders, decodeBytes, decodeHeaderValue, firstHeader, headerEnd, messageIds, parseDate, parseHeaderBlock,
+  allHeaders,
+  decodeBytes,
+  decodeHeaderValue,
+  firstHeader,
+  headerEnd,
+  messageIds,
+  parseDate,
+  parseHeaderBlock,
 } from './headers.ts';
 import type { RawHeader } from './headers.ts';
 import { htmlToText, snippetOf, textToHtml } from './html.ts';
@@ -147,16 +154,19 @@ function addresses(headers: RawHeader[], name: string): ParsedAddress[] {
   } catch {
     return [];
   }
-  return parsed.flatMap((a) =>
-    a.address ? [{ address: a.address.trim(), name: (a.name ?? '').trim() }] : [],
-  );
+  return parsed.flatMap((a) => (a.address ? [{ address: a.address.trim(), name: (a.name ?? '').trim() }] : []));
 }
 
 const encoder = new TextEncoder();
 
 function toAttachment(attachment: Attachment): ParsedAttachment {
   const { content } = attachment;
-  const bytes = typeof content === 'string' ? encoder.encode(content) : content instanceof Uint8Array ? content : new Uint8Array(content);
+  const bytes =
+    typeof content === 'string'
+      ? encoder.encode(content)
+      : content instanceof Uint8Array
+        ? content
+        : new Uint8Array(content);
   const declared = (attachment.mimeType ?? '').trim().toLowerCase();
   const mime = /^[^/\s]+\/[^/\s]+$/.test(declared) ? declared : 'application/octet-stream';
   // Some mailers send full client paths ("C:\Docs\a.pdf"); only the last segment is a name.
@@ -175,9 +185,17 @@ function toAttachment(attachment: Attachment): ParsedAttachment {
 }
 
 const DEFAULT_EXTENSIONS: Record<string, string> = {
-  'message/rfc822': 'eml', 'message/global': 'eml', 'text/rfc822-headers': 'txt', 'message/delivery-status': 'txt',
-  'text/plain': 'txt', 'text/html': 'html', 'text/calendar': 'ics', 'image/jpeg': 'jpg', 'image/svg+xml': 'svg',
-  'application/ms-tnef': 'dat', 'application/octet-stream': 'bin',
+  'message/rfc822': 'eml',
+  'message/global': 'eml',
+  'text/rfc822-headers': 'txt',
+  'message/delivery-status': 'txt',
+  'text/plain': 'txt',
+  'text/html': 'html',
+  'text/calendar': 'ics',
+  'image/jpeg': 'jpg',
+  'image/svg+xml': 'svg',
+  'application/ms-tnef': 'dat',
+  'application/octet-stream': 'bin',
 };
 
 /** A name for a part that has none, so the API never shows an empty name. */
@@ -193,7 +211,11 @@ function defaultFilename(mime: string): string {
  * trace headers that each server or folder copy adds), with the body normalised for whitespace.
  */
 async function fingerprint(message: Omit<ParsedMessage, 'fingerprint' | 'bounce'>): Promise<string> {
-  const list = (items: ParsedAddress[]) => items.map((a) => normalizeAddress(a.address)).sort().join(',');
+  const list = (items: ParsedAddress[]) =>
+    items
+      .map((a) => normalizeAddress(a.address))
+      .sort()
+      .join(',');
   const material = JSON.stringify([
     'v1',
     message.date_ms,

@@ -40,9 +40,13 @@ export const requireApiKey: MiddlewareHandler<AppEnv> = async (c, next) => {
   c.set('apiKeyId', row.id);
 
   if (c.env.API_RATE_LIMIT && !(await c.env.API_RATE_LIMIT.limit({ key: row.id })).success) {
-    throw new ApiError('rate_limited', 'Too many requests with this API key; slow down and retry after the time in Retry-After.', {
-      'Retry-After': String(RATE_LIMIT_PERIOD_SECONDS),
-    });
+    throw new ApiError(
+      'rate_limited',
+      'Too many requests with this API key; slow down and retry after the time in Retry-After.',
+      {
+        'Retry-After': String(RATE_LIMIT_PERIOD_SECONDS),
+      },
+    );
   }
 
   const lastUsed = row.last_used_at ? Date.parse(row.last_used_at) : 0;

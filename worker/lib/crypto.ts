@@ -24,7 +24,8 @@ export function fromBase64(text: string): Uint8Array {
 }
 
 /** URL-safe base64 without padding (cursors, signatures in links). */
-export const toBase64Url = (bytes: Uint8Array): string => toBase64(bytes).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+export const toBase64Url = (bytes: Uint8Array): string =>
+  toBase64(bytes).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
 
 export function fromBase64Url(text: string): Uint8Array {
   return fromBase64(text.replace(/-/g, '+').replace(/_/g, '/') + '='.repeat((4 - (text.length % 4)) % 4));

@@ -51,9 +51,7 @@ export function intParam(min: number, max = Number.MAX_SAFE_INTEGER) {
 }
 
 /** A boolean carried in a query string: exactly `true` or `false`. */
-export const boolParam = z
-  .enum(['true', 'false'], { error: 'must be true or false' })
-  .transform((v) => v === 'true');
+export const boolParam = z.enum(['true', 'false'], { error: 'must be true or false' }).transform((v) => v === 'true');
 
 /** An ISO 8601 timestamp in a query string, as epoch milliseconds. */
 export const instantParam = z

@@ -14,7 +14,9 @@ import { parseJsonBody, parseQuery, singleLine } from '../lib/validation.ts';
 
 export async function loadAccount(db: D1Database, rawId: string | undefined): Promise<AccountRow> {
   const id = parseId('account', rawId);
-  const row = id ? await db.prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`).bind(id).first<AccountRow>() : null;
+  const row = id
+    ? await db.prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`).bind(id).first<AccountRow>()
+    : null;
   if (!row) throw notFound('Account');
   return row;
 }
@@ -24,7 +26,10 @@ const PatchBody = z
     metadata: z.record(z.string(), z.unknown()).optional(),
     display_name: singleLine('display_name').pipe(z.string().max(200)).nullable().optional(),
   })
-  .refine((b) => !b.metadata || JSON.stringify(b.metadata).length <= 16 * 1024, { message: 'must be at most 16 KB of JSON', path: ['metadata'] });
+  .refine((b) => !b.metadata || JSON.stringify(b.metadata).length <= 16 * 1024, {
+    message: 'must be at most 16 KB of JSON',
+    path: ['metadata'],
+  });
 
 /** Removing an account: stop its sync, purge its data, then drop the row with its event. */
 async function removeAccount(env: Env, row: AccountRow) {
@@ -35,12 +40,16 @@ async function removeAccount(env: Env, row: AccountRow) {
   await dispatchEvents(env, [event.id]);
 }
 
-export const authIntent = new Hono<AppEnv>().post('/intent', async (c) => c.json(await connectAccount(c.env, await parseJsonBody(c, AuthIntentBody))));
+export const authIntent = new Hono<AppEnv>().post('/intent', async (c) =>
+  c.json(await connectAccount(c.env, await parseJsonBody(c, AuthIntentBody))),
+);
 
 export const accounts = new Hono<AppEnv>()
   .get('/', async (c) => {
     const { limit, offset } = parseQuery(c, offsetPaging);
-    const { results } = await c.env.DB.prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`)
+    const { results } = await c.env.DB.prepare(
+      `SELECT ${ACCOUNT_COLUMNS} FROM accounts ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
+    )
       .bind(limit + 1, offset)
       .all<AccountRow>();
     return c.json(offsetList('Accounts', results.map(presentAccount), limit));

@@ -22,7 +22,9 @@ const ModifyBody = z.object({
 
 /** Folder ids and role names of the account, as folder ids; 404 for one that does not exist. */
 async function resolveFolders(c: Context<AppEnv>, accountId: string, names: string[]): Promise<string[]> {
-  const { results } = await c.env.DB.prepare('SELECT id, role FROM folders WHERE account_id = ? ORDER BY provider_id').bind(accountId).all<{ id: string; role: string }>();
+  const { results } = await c.env.DB.prepare('SELECT id, role FROM folders WHERE account_id = ? ORDER BY provider_id')
+    .bind(accountId)
+    .all<{ id: string; role: string }>();
   const ids = names.map((name) => {
     const upper = name.toUpperCase();
     const folder = parseId('folder', name)
@@ -36,7 +38,11 @@ async function resolveFolders(c: Context<AppEnv>, accountId: string, names: stri
   return [...new Set(ids)];
 }
 
-async function modify(c: Context<AppEnv>, accountParam: string | undefined, wanted: (accountId: string) => Promise<ModifyWanted>) {
+async function modify(
+  c: Context<AppEnv>,
+  accountParam: string | undefined,
+  wanted: (accountId: string) => Promise<ModifyWanted>,
+) {
   const { row } = await emailFromPath(c, accountParam);
   const stub = c.env.ACCOUNTS.get(c.env.ACCOUNTS.idFromName(row.account_id));
   return unwrap(await stub.modifyEmail(row.id, await wanted(row.account_id)));
@@ -54,10 +60,16 @@ export const emailActions = new Hono<AppEnv>()
     );
   })
   .delete('/:email_id', async (c) => {
-    const email = await modify(c, undefined, async (accountId) => ({ folder_ids: await resolveFolders(c, accountId, ['TRASH']) }));
+    const email = await modify(c, undefined, async (accountId) => ({
+      folder_ids: await resolveFolders(c, accountId, ['TRASH']),
+    }));
     return c.json({ object: 'EmailDeleted' as const, id: email.id });
   });
 
 export const accountEmailActions = new Hono<AppEnv>()
-  .post('/:account_id/emails/:email_id/unread', async (c) => c.json(await modify(c, c.req.param('account_id'), async () => ({ unread: true }))))
-  .post('/:account_id/emails/:email_id/read', async (c) => c.json(await modify(c, c.req.param('account_id'), async () => ({ unread: false }))));
+  .post('/:account_id/emails/:email_id/unread', async (c) =>
+    c.json(await modify(c, c.req.param('account_id'), async () => ({ unread: true }))),
+  )
+  .post('/:account_id/emails/:email_id/read', async (c) =>
+    c.json(await modify(c, c.req.param('account_id'), async () => ({ unread: false }))),
+  );

@@ -3,4 +3,6 @@ import type { AppEnv } from '../app.ts';
 import { ContactListQuery, listContacts } from '../contacts/list.ts';
 import { parseQuery } from '../lib/validation.ts';
 
-export const contacts = new Hono<AppEnv>().get('/', async (c) => c.json(await listContacts(c.env.DB, parseQuery(c, ContactListQuery))));
+export const contacts = new Hono<AppEnv>().get('/', async (c) =>
+  c.json(await listContacts(c.env.DB, parseQuery(c, ContactListQuery))),
+);

@@ -26,9 +26,17 @@ function contentDisposition(kind: 'attachment' | 'inline', filename: string): st
 
 /** GET /emails and GET /drafts: one keyset-paged query, newest first. */
 async function listEmails(c: Context<AppEnv>, draftsOnly: boolean) {
-  const q: Partial<EmailListQuery> & { limit: number } = draftsOnly ? parseQuery(c, DraftListQuery) : parseQuery(c, EmailListQuery);
+  const q: Partial<EmailListQuery> & { limit: number } = draftsOnly
+    ? parseQuery(c, DraftListQuery)
+    : parseQuery(c, EmailListQuery);
   const built = buildEmailQuery(q, { draftsOnly });
-  const rows = built.empty ? [] : (await c.env.DB.prepare(built.sql).bind(...built.params).all<EmailRow>()).results;
+  const rows = built.empty
+    ? []
+    : (
+        await c.env.DB.prepare(built.sql)
+          .bind(...built.params)
+          .all<EmailRow>()
+      ).results;
   const records = await loadEmailRecords(c.env, rows.slice(0, q.limit));
   const byId = new Map(records.map((r) => [r.row.id, r]));
   return cursorList(
@@ -49,7 +57,10 @@ export const emails = new Hono<AppEnv>()
     const object = record.row.raw_key ? await c.env.BLOBS.get(record.row.raw_key) : null;
     if (!object) throw notFound('Raw source');
     return new Response(object.body, {
-      headers: { 'Content-Type': 'message/rfc822', 'Content-Disposition': contentDisposition('attachment', `${record.row.id}.eml`) },
+      headers: {
+        'Content-Type': 'message/rfc822',
+        'Content-Disposition': contentDisposition('attachment', `${record.row.id}.eml`),
+      },
     });
   })
   .get('/:email_id/attachments/:attachment_id', async (c) => {

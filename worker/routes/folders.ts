@@ -10,7 +10,10 @@ const FolderListQuery = z.object({ account_id: z.string({ error: 'is required' }
 
 export async function listFolders(db: D1Database, accountId: string | null) {
   const { results } = accountId
-    ? await db.prepare('SELECT * FROM folders WHERE account_id = ? ORDER BY provider_id').bind(accountId).all<FolderRow>()
+    ? await db
+        .prepare('SELECT * FROM folders WHERE account_id = ? ORDER BY provider_id')
+        .bind(accountId)
+        .all<FolderRow>()
     : { results: [] as FolderRow[] };
   return { object: 'Folders', data: results.map(presentFolder) };
 }
@@ -18,7 +21,13 @@ export async function listFolders(db: D1Database, accountId: string | null) {
 export async function getFolder(db: D1Database, rawAccountId: string | undefined, rawFolderId: string | undefined) {
   const accountId = parseId('account', rawAccountId);
   const folderId = parseId('folder', rawFolderId);
-  const row = accountId && folderId ? await db.prepare('SELECT * FROM folders WHERE id = ? AND account_id = ?').bind(folderId, accountId).first<FolderRow>() : null;
+  const row =
+    accountId && folderId
+      ? await db
+          .prepare('SELECT * FROM folders WHERE id = ? AND account_id = ?')
+          .bind(folderId, accountId)
+          .first<FolderRow>()
+      : null;
   if (!row) throw notFound('Folder');
   return presentFolder(row);
 }

@@ -15,10 +15,13 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
   return idempotent(c, mode === 'send' ? 'POST /emails' : 'POST /drafts', async () => {
     const { account, message, tracking } = await composeMessage(c, body, mode);
     const role = mode === 'send' ? 'SENT' : 'DRAFTS';
-    const folder = await c.env.DB.prepare('SELECT provider_id FROM folders WHERE account_id = ? AND role = ? ORDER BY provider_id LIMIT 1')
+    const folder = await c.env.DB.prepare(
+      'SELECT provider_id FROM folders WHERE account_id = ? AND role = ? ORDER BY provider_id LIMIT 1',
+    )
       .bind(account.id, role)
       .first<{ provider_id: string }>();
-    if (mode === 'draft' && !folder) throw new ApiError('provider_rejected', 'The mailbox has no Drafts folder to save the draft in.');
+    if (mode === 'draft' && !folder)
+      throw new ApiError('provider_rejected', 'The mailbox has no Drafts folder to save the draft in.');
 
     // The message goes to R2 (it can be 30 MB, too big for the control socket); the gateway fetches it.
     const name = randomToken('', 20);
@@ -37,7 +40,15 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
     });
     try {
       const stub = c.env.ACCOUNTS.get(c.env.ACCOUNTS.idFromName(account.id));
-      unwrap(await stub.sendOutgoing({ op: 'send', account_id: account.id, mode, key: name, append_to: folder?.provider_id ?? null }));
+      unwrap(
+        await stub.sendOutgoing({
+          op: 'send',
+          account_id: account.id,
+          mode,
+          key: name,
+          append_to: folder?.provider_id ?? null,
+        }),
+      );
     } catch (err) {
       await forgetOutgoing(c.env.DB, account.id, message.message_id);
       throw err;
@@ -45,8 +56,20 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
       await c.env.BLOBS.delete(key);
     }
     return mode === 'send'
-      ? { object: 'EmailSent' as const, account_id: account.id, message_id: message.message_id, provider_id: null, tracking_id: tracking?.id ?? null }
-      : { object: 'DraftCreated' as const, account_id: account.id, draft_id: draftId, message_id: message.message_id, tracking_id: null };
+      ? {
+          object: 'EmailSent' as const,
+          account_id: account.id,
+          message_id: message.message_id,
+          provider_id: null,
+          tracking_id: tracking?.id ?? null,
+        }
+      : {
+          object: 'DraftCreated' as const,
+          account_id: account.id,
+          draft_id: draftId,
+          message_id: message.message_id,
+          tracking_id: null,
+        };
   });
 }
 

@@ -19,5 +19,10 @@ export async function getThread(c: Context<AppEnv>, accountParam: string) {
     .bind(email.row.thread_id, email.row.account_id, limit + 1)
     .all<EmailRow>();
   const records = await loadEmailRecords(c.env, rows.slice(0, limit));
-  return { object: 'Thread' as const, id: email.row.thread_id, data: records.map(presentEmailSingle), has_more: rows.length > limit };
+  return {
+    object: 'Thread' as const,
+    id: email.row.thread_id,
+    data: records.map(presentEmailSingle),
+    has_more: rows.length > limit,
+  };
 }

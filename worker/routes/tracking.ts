@@ -18,12 +18,18 @@ const NO_STORE = { 'Cache-Control': 'no-store, max-age=0', 'Referrer-Policy': 'n
 
 async function verified(c: Context<AppEnv>, purpose: 'open' | 'click', url = ''): Promise<string> {
   const trackingId = parseId('tracking', c.req.param('tracking_id'));
-  if (!trackingId || !(await verifyTrackingSignature(c.env, purpose, trackingId, url, c.req.query('s')))) throw notFound('Tracking link');
+  if (!trackingId || !(await verifyTrackingSignature(c.env, purpose, trackingId, url, c.req.query('s'))))
+    throw notFound('Tracking link');
   return trackingId;
 }
 
 /** tracking.open / tracking.click with {email_id, tracking_id, url?, user_agent, ip, label}, through the outbox. */
-async function record(c: Context<AppEnv>, type: 'tracking.open' | 'tracking.click', trackingId: string, url?: string): Promise<void> {
+async function record(
+  c: Context<AppEnv>,
+  type: 'tracking.open' | 'tracking.click',
+  trackingId: string,
+  url?: string,
+): Promise<void> {
   const db = c.env.DB;
   const outgoing = await outgoingByTrackingId(db, trackingId);
   if (!outgoing) return; // the account was removed since
@@ -36,7 +42,11 @@ async function record(c: Context<AppEnv>, type: 'tracking.open' | 'tracking.clic
     tracking_id: trackingId,
     ...(url === undefined ? {} : { url }),
     user_agent: c.req.header('user-agent') ?? '',
-    ip: c.req.header('cf-connecting-ip') ?? c.req.header('x-real-ip') ?? c.req.header('x-forwarded-for')?.split(',')[0]?.trim() ?? '',
+    ip:
+      c.req.header('cf-connecting-ip') ??
+      c.req.header('x-real-ip') ??
+      c.req.header('x-forwarded-for')?.split(',')[0]?.trim() ??
+      '',
     label: outgoing.tracking_label,
   });
   await eventStatement(db, event).run();

@@ -7,7 +7,12 @@ import { newId, parseId } from '../lib/ids.ts';
 import { offsetList, offsetPaging } from '../lib/paging.ts';
 import { isoNow } from '../lib/time.ts';
 import { parseJsonBody, parseQuery } from '../lib/validation.ts';
-import { DELIVERY_SELECT, type DeliveryRow, dropWaitingStatement, presentConversation } from '../webhooks/conversations.ts';
+import {
+  DELIVERY_SELECT,
+  type DeliveryRow,
+  dropWaitingStatement,
+  presentConversation,
+} from '../webhooks/conversations.ts';
 import { attemptDelivery, deliveryOptions, loadDeliveryRow } from '../webhooks/delivery.ts';
 import {
   assertAccountsExist,
@@ -67,7 +72,9 @@ export const webhooks = new Hono<AppEnv>()
     await assertAccountsExist(c.env.DB, fields.account_ids);
     const columns = { ...endpointColumns(fields), updated_at: isoNow() };
     const update = c.env.DB.prepare(
-      `UPDATE webhook_endpoints SET ${Object.keys(columns).map((name) => `${name} = ?`).join(', ')} WHERE id = ? RETURNING *`,
+      `UPDATE webhook_endpoints SET ${Object.keys(columns)
+        .map((name) => `${name} = ?`)
+        .join(', ')} WHERE id = ? RETURNING *`,
     ).bind(...Object.values(columns), current.id);
     // Pausing drops the calls waiting to be sent, in the same transaction.
     const statements = fields.enabled === false ? [update, dropWaitingStatement(c.env.DB, current.id)] : [update];
@@ -106,6 +113,7 @@ export const webhooks = new Hono<AppEnv>()
     const id = parseId('conversation', c.req.param('id'));
     const row = id ? await loadDeliveryRow(c.env.DB, id) : null;
     if (!row) throw notFound('Webhook conversation');
-    if (row.endpoint_enabled !== 1) throw invalid(`the endpoint ${row.endpoint_id} is paused; enable it before retrying`);
+    if (row.endpoint_enabled !== 1)
+      throw invalid(`the endpoint ${row.endpoint_id} is paused; enable it before retrying`);
     return c.json(presentConversation(await attemptDelivery(c.env, deliveryOptions(), row, { manual: true })));
   });

@@ -18,7 +18,8 @@ import { parseOrThrow, singleLine } from '../lib/validation.ts';
 import { applyTracking, publicBase } from '../tracking/links.ts';
 
 const ADDRESS = /^[^\s@<>(),;:"\\[\]]+@[^\s@<>(),;:"\\[\]]+$/;
-const address = (label: string) => singleLine(label).pipe(z.string().trim().regex(ADDRESS, `${label} must be an email address`).max(320));
+const address = (label: string) =>
+  singleLine(label).pipe(z.string().trim().regex(ADDRESS, `${label} must be an email address`).max(320));
 const displayName = singleLine('display_name').pipe(z.string().max(256));
 
 const Recipient = z.object({ identifier: address('identifier'), display_name: displayName.optional() });
@@ -27,14 +28,19 @@ const Recipients = z.array(Recipient).max(100);
 /** Header names a client may set: X-*, List-Unsubscribe, List-Unsubscribe-Post, Reply-To. */
 const ALLOWED_HEADER = /^(?:X-[A-Za-z0-9-]+|List-Unsubscribe|List-Unsubscribe-Post|Reply-To)$/i;
 const CustomHeader = z.object({
-  name: singleLine('name').refine((n) => ALLOWED_HEADER.test(n), 'only X-*, List-Unsubscribe, List-Unsubscribe-Post and Reply-To headers may be set'),
+  name: singleLine('name').refine(
+    (n) => ALLOWED_HEADER.test(n),
+    'only X-*, List-Unsubscribe, List-Unsubscribe-Post and Reply-To headers may be set',
+  ),
   value: singleLine('value').pipe(z.string().max(998)),
 });
 
 const BASE64 = /^[A-Za-z0-9+/\r\n]*={0,2}[\r\n]*$/;
 const Attachment = z.object({
   name: singleLine('name').pipe(z.string().min(1).max(255)),
-  content_type: singleLine('content_type').pipe(z.string().regex(/^[\w.+-]+\/[\w.+-]+$/, 'content_type must be a MIME type like application/pdf')).optional(),
+  content_type: singleLine('content_type')
+    .pipe(z.string().regex(/^[\w.+-]+\/[\w.+-]+$/, 'content_type must be a MIME type like application/pdf'))
+    .optional(),
   content: z.string().refine((v) => BASE64.test(v), 'content must be base64'),
   cid: singleLine('cid').pipe(z.string().max(255)).optional(),
 });
@@ -44,14 +50,22 @@ export const ComposeBody = z.object({
   to: Recipients.optional(),
   cc: Recipients.optional(),
   bcc: Recipients.optional(),
-  from: z.object({ identifier: address('from.identifier').optional(), display_name: displayName.optional() }).optional(),
+  from: z
+    .object({ identifier: address('from.identifier').optional(), display_name: displayName.optional() })
+    .optional(),
   subject: singleLine('subject').pipe(z.string().max(998)).optional(),
   body: z.string().optional(),
   body_plain: z.string().optional(),
   reply_to: z.string().optional(),
   custom_headers: z.array(CustomHeader).max(50).optional(),
   attachments: z.array(Attachment).max(100).optional(),
-  tracking_options: z.object({ opens: z.boolean().optional(), clicks: z.boolean().optional(), label: singleLine('label').pipe(z.string().max(255)).optional() }).optional(),
+  tracking_options: z
+    .object({
+      opens: z.boolean().optional(),
+      clicks: z.boolean().optional(),
+      label: singleLine('label').pipe(z.string().max(255)).optional(),
+    })
+    .optional(),
 });
 export type ComposeBody = z.infer<typeof ComposeBody>;
 
@@ -84,10 +98,15 @@ export async function readComposeBody(c: Context<AppEnv>): Promise<ComposeBody> 
     for (const value of values) {
       if (typeof value !== 'string') {
         if (name !== 'attachments') throw invalid(`${name}: files are only accepted in fields named attachments`);
-        files.push({ name: value.name || 'attachment', content_type: value.type || undefined, content: toBase64(new Uint8Array(await value.arrayBuffer())) });
+        files.push({
+          name: value.name || 'attachment',
+          content_type: value.type || undefined,
+          content: toBase64(new Uint8Array(await value.arrayBuffer())),
+        });
       } else if (JSON_FIELDS.has(name)) {
         try {
-          fields[name] = name === 'attachments' ? [...((fields[name] as unknown[]) ?? []), ...JSON.parse(value)] : JSON.parse(value);
+          fields[name] =
+            name === 'attachments' ? [...((fields[name] as unknown[]) ?? []), ...JSON.parse(value)] : JSON.parse(value);
         } catch {
           throw invalid(`${name}: must be a JSON string in a form field`);
         }
@@ -112,7 +131,10 @@ export interface Composed {
   tracking: { id: string; label: string | null } | null;
 }
 
-const toOutgoing = (r: { identifier: string; display_name?: string | undefined }): OutgoingAddress => ({ address: r.identifier, name: r.display_name ?? '' });
+const toOutgoing = (r: { identifier: string; display_name?: string | undefined }): OutgoingAddress => ({
+  address: r.identifier,
+  name: r.display_name ?? '',
+});
 const fromStored = (a: StoredAddress): OutgoingAddress => ({ address: a.address, name: a.name });
 
 /**
@@ -122,7 +144,9 @@ const fromStored = (a: StoredAddress): OutgoingAddress => ({ address: a.address,
 export async function composeMessage(c: Context<AppEnv>, body: ComposeBody, mode: 'send' | 'draft'): Promise<Composed> {
   const accountId = parseId('account', body.account_id);
   const account = accountId
-    ? await c.env.DB.prepare('SELECT id, email, display_name FROM accounts WHERE id = ?').bind(accountId).first<SenderAccount>()
+    ? await c.env.DB.prepare('SELECT id, email, display_name FROM accounts WHERE id = ?')
+        .bind(accountId)
+        .first<SenderAccount>()
     : null;
   if (!account) throw notFound('Account');
 
@@ -141,7 +165,10 @@ export async function composeMessage(c: Context<AppEnv>, body: ComposeBody, mode
       const from = row.from_json ? (JSON.parse(row.from_json) as StoredAddress) : null;
       const replyTo = JSON.parse(row.reply_to_json) as StoredAddress[];
       // Answering one's own sent message goes to its recipients again.
-      to = from && normalizeAddress(from.address) === own ? (JSON.parse(row.to_json) as StoredAddress[]).map(fromStored) : (replyTo.length ? replyTo : from ? [from] : []).map(fromStored);
+      to =
+        from && normalizeAddress(from.address) === own
+          ? (JSON.parse(row.to_json) as StoredAddress[]).map(fromStored)
+          : (replyTo.length ? replyTo : from ? [from] : []).map(fromStored);
     }
     subject ??= /^re:/i.test(row.subject.trim()) ? row.subject : `Re: ${row.subject}`;
     if (row.message_id) {
@@ -150,15 +177,22 @@ export async function composeMessage(c: Context<AppEnv>, body: ComposeBody, mode
     }
   }
   const bcc = (body.bcc ?? []).map(toOutgoing);
-  if (mode === 'send' && to.length + cc.length + bcc.length === 0) throw invalid('to: at least one recipient (to, cc or bcc) is required unless reply_to is set');
+  if (mode === 'send' && to.length + cc.length + bcc.length === 0)
+    throw invalid('to: at least one recipient (to, cc or bcc) is required unless reply_to is set');
 
   const fromAddress = body.from?.identifier ?? account.email;
   const html = body.body ?? '';
   const text = body.body_plain ?? htmlToText(html);
   const options = mode === 'send' ? body.tracking_options : undefined;
-  const tracking = options && (options.opens || options.clicks) ? { id: newId('tracking'), label: options.label ?? null } : null;
+  const tracking =
+    options && (options.opens || options.clicks) ? { id: newId('tracking'), label: options.label ?? null } : null;
   const trackedHtml = tracking
-    ? await applyTracking(c.env, html, { base: publicBase(c.env, c.req.url), trackingId: tracking.id, opens: !!options?.opens, clicks: !!options?.clicks })
+    ? await applyTracking(c.env, html, {
+        base: publicBase(c.env, c.req.url),
+        trackingId: tracking.id,
+        opens: !!options?.opens,
+        clicks: !!options?.clicks,
+      })
     : html;
 
   const message: OutgoingMessage = {

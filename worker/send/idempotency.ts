@@ -20,7 +20,11 @@ interface KeyRow {
 }
 
 /** Runs `work` once per key and scope; without the header, just runs it. */
-export async function idempotent<T extends object>(c: Context<AppEnv>, scope: string, work: () => Promise<T>): Promise<Response> {
+export async function idempotent<T extends object>(
+  c: Context<AppEnv>,
+  scope: string,
+  work: () => Promise<T>,
+): Promise<Response> {
   const key = c.req.header(IDEMPOTENCY_HEADER);
   if (key === undefined) return c.json(await work());
   if (key.length === 0 || key.length > 255) throw invalid(`${IDEMPOTENCY_HEADER}: must be 1 to 255 characters`);
@@ -37,9 +41,15 @@ export async function idempotent<T extends object>(c: Context<AppEnv>, scope: st
     .bind(key, scope, now, now + TTL_MS, now, now - ABANDONED_MS)
     .run();
   if (claim.meta.changes === 0) {
-    const row = await db.prepare('SELECT status, response_code, response_json FROM idempotency_keys WHERE scope = ? AND key = ?').bind(scope, key).first<KeyRow>();
+    const row = await db
+      .prepare('SELECT status, response_code, response_json FROM idempotency_keys WHERE scope = ? AND key = ?')
+      .bind(scope, key)
+      .first<KeyRow>();
     if (row?.status === 'completed' && row.response_json) {
-      return new Response(row.response_json, { status: row.response_code ?? 200, headers: { 'Content-Type': 'application/json', 'Idempotent-Replayed': 'true' } });
+      return new Response(row.response_json, {
+        status: row.response_code ?? 200,
+        headers: { 'Content-Type': 'application/json', 'Idempotent-Replayed': 'true' },
+      });
     }
     throw new ApiError('already_exists', `A request with this ${IDEMPOTENCY_HEADER} is still in progress.`);
   }
@@ -48,12 +58,17 @@ export async function idempotent<T extends object>(c: Context<AppEnv>, scope: st
   try {
     result = await work();
   } catch (err) {
-    await db.prepare("DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND status = 'in_progress'").bind(scope, key).run();
+    await db
+      .prepare("DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND status = 'in_progress'")
+      .bind(scope, key)
+      .run();
     throw err;
   }
   const json = JSON.stringify(result);
   await db
-    .prepare("UPDATE idempotency_keys SET status = 'completed', response_code = 200, response_json = ? WHERE scope = ? AND key = ?")
+    .prepare(
+      "UPDATE idempotency_keys SET status = 'completed', response_code = 200, response_json = ? WHERE scope = ? AND key = ?",
+    )
     .bind(json, scope, key)
     .run();
   return new Response(json, { status: 200, headers: { 'Content-Type': 'application/json' } });

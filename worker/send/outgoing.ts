@@ -20,17 +20,32 @@ export async function recordOutgoing(db: D1Database, record: OutgoingRecord): Pr
       `INSERT INTO outgoing_messages (account_id, message_id, kind, tracking_id, tracking_label, draft_id, created_at)
        VALUES (?, ?, ?, ?, ?, ?, ?)`,
     )
-    .bind(record.account_id, record.message_id, record.kind, record.tracking_id, record.tracking_label, record.draft_id, record.created_at)
+    .bind(
+      record.account_id,
+      record.message_id,
+      record.kind,
+      record.tracking_id,
+      record.tracking_label,
+      record.draft_id,
+      record.created_at,
+    )
     .run();
 }
 
 /** A send that failed never reaches a mailbox: forget it. */
 export async function forgetOutgoing(db: D1Database, accountId: string, messageId: string): Promise<void> {
-  await db.prepare('DELETE FROM outgoing_messages WHERE account_id = ? AND message_id = ?').bind(accountId, messageId).run();
+  await db
+    .prepare('DELETE FROM outgoing_messages WHERE account_id = ? AND message_id = ?')
+    .bind(accountId, messageId)
+    .run();
 }
 
 /** The account's outgoing records among these Message-IDs. */
-export async function outgoingByMessageId(db: D1Database, accountId: string, messageIds: string[]): Promise<Map<string, OutgoingRecord>> {
+export async function outgoingByMessageId(
+  db: D1Database,
+  accountId: string,
+  messageIds: string[],
+): Promise<Map<string, OutgoingRecord>> {
   const out = new Map<string, OutgoingRecord>();
   for (const part of chunks([...new Set(messageIds)])) {
     const { results } = await db
@@ -49,7 +64,11 @@ export async function outgoingByTrackingId(db: D1Database, trackingId: string): 
 /** What a synced copy of an outgoing message takes from its record: origin api, its tracking id and draft id. */
 export function outgoingFields(row: { is_draft: number; draft_id: string | null }, record: OutgoingRecord | undefined) {
   if (!record) return {};
-  return { origin: 'api', tracking_id: record.tracking_id, draft_id: row.is_draft ? (record.draft_id ?? row.draft_id) : null };
+  return {
+    origin: 'api',
+    tracking_id: record.tracking_id,
+    draft_id: row.is_draft ? (record.draft_id ?? row.draft_id) : null,
+  };
 }
 
 /** R2 key of a composed message waiting for the gateway to fetch it (deleted once the gateway answered). */

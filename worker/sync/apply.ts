@@ -14,7 +14,13 @@ import { parseMessage, normalizeAddress, type ParsedAddress, type ParsedMessage 
 import { newId } from '../lib/ids.ts';
 import { fromBase64, sha256Hex } from '../lib/crypto.ts';
 import { iso, isoNow } from '../lib/time.ts';
-import { presentEmailList, type AttachmentRow, type EmailRecord, type EmailRow, type StoredAddress } from '../emails/present.ts';
+import {
+  presentEmailList,
+  type AttachmentRow,
+  type EmailRecord,
+  type EmailRow,
+  type StoredAddress,
+} from '../emails/present.ts';
 import { blobKeys, chunks, loadEmailRecords, placeholders } from '../emails/store.ts';
 import { emailEventData } from '../emails/events.ts';
 import { outgoingByMessageId, outgoingFields } from '../send/outgoing.ts';
@@ -63,7 +69,14 @@ const MAX_MERGE_EVENTS = 500;
 /** Bodies larger than this (HTML + text) go to R2; the row keeps a pointer. */
 const INLINE_BODY_LIMIT = 256 * 1024;
 
-const emptyResult = (): ChangeResult => ({ statements: [], events: [], blobs: [], orphans: [], adopted: [], unitEnds: [] });
+const emptyResult = (): ChangeResult => ({
+  statements: [],
+  events: [],
+  blobs: [],
+  orphans: [],
+  adopted: [],
+  unitEnds: [],
+});
 
 const endUnit = (result: ChangeResult): void => void result.unitEnds.push(result.statements.length);
 
@@ -75,7 +88,12 @@ export class ChangeApplier {
   readonly initialSync: InitialSync | null;
   private folders = new Map<string, FolderRow>();
 
-  constructor(env: Env, account: AccountContext, cursors: Map<string, CursorState>, initialSync: InitialSync | null = null) {
+  constructor(
+    env: Env,
+    account: AccountContext,
+    cursors: Map<string, CursorState>,
+    initialSync: InitialSync | null = null,
+  ) {
     this.env = env;
     this.account = account;
     this.cursors = cursors;
@@ -87,7 +105,10 @@ export class ChangeApplier {
   }
 
   async loadFolders(): Promise<void> {
-    const { results } = await this.db.prepare('SELECT * FROM folders WHERE account_id = ?').bind(this.account.accountId).all<FolderRow>();
+    const { results } = await this.db
+      .prepare('SELECT * FROM folders WHERE account_id = ?')
+      .bind(this.account.accountId)
+      .all<FolderRow>();
     this.folders = new Map(results.map((f) => [f.provider_id, f]));
   }
 
@@ -144,7 +165,9 @@ export class ChangeApplier {
     const now = isoNow();
     const seen = new Set<string>();
     // Parents before children, so parent ids are known.
-    const sorted = [...listing].sort((a, b) => a.path.split(a.delimiter ?? '\u0000').length - b.path.split(b.delimiter ?? '\u0000').length);
+    const sorted = [...listing].sort(
+      (a, b) => a.path.split(a.delimiter ?? '\u0000').length - b.path.split(b.delimiter ?? '\u0000').length,
+    );
 
     for (const info of sorted) {
       seen.add(info.path);
@@ -171,16 +194,30 @@ export class ChangeApplier {
               `INSERT INTO folders (id, account_id, provider_id, name, role, parent_id, delimiter, total_count, created_at, updated_at)
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
             )
-            .bind(row.id, row.account_id, row.provider_id, row.name, row.role, row.parent_id, row.delimiter, row.total_count, now, now),
+            .bind(
+              row.id,
+              row.account_id,
+              row.provider_id,
+              row.name,
+              row.role,
+              row.parent_id,
+              row.delimiter,
+              row.total_count,
+              now,
+              now,
+            ),
         );
         if (!baseline) this.event(result, 'email.folder.create', presentFolder(row));
       } else {
-        const renamed = existing.name !== wanted.name || existing.role !== wanted.role || existing.parent_id !== wanted.parent_id;
+        const renamed =
+          existing.name !== wanted.name || existing.role !== wanted.role || existing.parent_id !== wanted.parent_id;
         if (renamed || existing.total_count !== wanted.total_count) {
           Object.assign(existing, wanted);
           result.statements.push(
             this.db
-              .prepare('UPDATE folders SET name = ?, role = ?, parent_id = ?, total_count = ?, updated_at = ? WHERE id = ?')
+              .prepare(
+                'UPDATE folders SET name = ?, role = ?, parent_id = ?, total_count = ?, updated_at = ? WHERE id = ?',
+              )
               .bind(wanted.name, wanted.role, wanted.parent_id, wanted.total_count, now, existing.id),
           );
           // Counts move with every message; only a change of identity is worth an event.
@@ -220,8 +257,16 @@ export class ChangeApplier {
 
   /** Remove every membership of a folder; emails left in no folder become orphans. */
   private async detachAll(folder: FolderRow, result: ChangeResult): Promise<void> {
-    const { results } = await this.db.prepare('SELECT uid FROM email_folders WHERE folder_id = ?').bind(folder.id).all<{ uid: number }>();
-    if (results.length) await this.detach(folder, results.map((r) => r.uid), result);
+    const { results } = await this.db
+      .prepare('SELECT uid FROM email_folders WHERE folder_id = ?')
+      .bind(folder.id)
+      .all<{ uid: number }>();
+    if (results.length)
+      await this.detach(
+        folder,
+        results.map((r) => r.uid),
+        result,
+      );
   }
 
   private cursorFor(path: string, uidvalidity: number): { folder: FolderRow; cursor: CursorState } | null {
@@ -233,25 +278,46 @@ export class ChangeApplier {
   }
 
   /** `initial`: older mail pulled by the initial sync, taken below the cursor when inside its window (the cursor stays). */
-  async applyMessages(path: string, uidvalidity: number, messages: MessageIn[], initial = false): Promise<ChangeResult> {
+  async applyMessages(
+    path: string,
+    uidvalidity: number,
+    messages: MessageIn[],
+    initial = false,
+  ): Promise<ChangeResult> {
     const result = emptyResult();
     const target = this.cursorFor(path, uidvalidity);
     if (!target || messages.length === 0) return result;
     const { folder, cursor } = target;
 
-    const known = await this.membershipsByUid(folder.id, messages.map((m) => m.uid));
+    const known = await this.membershipsByUid(
+      folder.id,
+      messages.map((m) => m.uid),
+    );
     const wanted = initial
       ? (m: MessageIn) => !!this.initialSync?.accepts(path, uidvalidity, m)
       : (m: MessageIn) => m.uid > cursor.last_uid || cursor.resync;
     const fresh = messages.filter((m) => !known.has(m.uid) && wanted(m));
-    if (initial) this.initialSync?.pulled(path, uidvalidity, messages.map((m) => m.uid));
+    if (initial)
+      this.initialSync?.pulled(
+        path,
+        uidvalidity,
+        messages.map((m) => m.uid),
+      );
     else cursor.last_uid = Math.max(cursor.last_uid, ...messages.map((m) => m.uid));
     if (fresh.length === 0) return result;
 
-    const parsed = await Promise.all(fresh.map(async (m) => ({ message: m, parsed: await parseMessage(fromBase64(m.raw)) })));
-    const withIdentity = await Promise.all(parsed.map(async (p) => ({ ...p, identity: await identityOf(p.message, p.parsed) })));
+    const parsed = await Promise.all(
+      fresh.map(async (m) => ({ message: m, parsed: await parseMessage(fromBase64(m.raw)) })),
+    );
+    const withIdentity = await Promise.all(
+      parsed.map(async (p) => ({ ...p, identity: await identityOf(p.message, p.parsed) })),
+    );
     const existing = await this.emailsByIdentity(withIdentity.map((p) => p.identity));
-    const outgoing = await outgoingByMessageId(this.db, this.account.accountId, withIdentity.flatMap((p) => p.parsed.message_id ?? []));
+    const outgoing = await outgoingByMessageId(
+      this.db,
+      this.account.accountId,
+      withIdentity.flatMap((p) => p.parsed.message_id ?? []),
+    );
     // What the new emails answer, for `in_reply_to.id` in their events (emails of this batch join as they are made).
     const repliedTo = await this.emailIdsByMessageId(withIdentity.flatMap((p) => p.parsed.in_reply_to ?? []));
     const now = isoNow();
@@ -281,7 +347,9 @@ export class ChangeApplier {
       if (row.message_id && !repliedTo.has(row.message_id)) repliedTo.set(row.message_id, row.id);
       const attachments = this.attachmentRows(row, mail, result);
       result.statements.push(insertEmail(this.db, row));
-      result.statements.push(...threader.record(row.id, row.thread_id, threadedMessage(mail, row.date_ms, message.gm_thrid)));
+      result.statements.push(
+        ...threader.record(row.id, row.thread_id, threadedMessage(mail, row.date_ms, message.gm_thrid)),
+      );
       result.statements.push(
         ...indexEmailStatements(this.db, {
           emailId: row.id,
@@ -300,7 +368,13 @@ export class ChangeApplier {
       this.participantStatements(row, mail, result);
 
       const inReplyToId = row.in_reply_to ? (repliedTo.get(row.in_reply_to) ?? null) : null;
-      const record: EmailRecord = { row, folder_ids: [folder.id], attachments, in_reply_to_id: inReplyToId, bodies: undefined };
+      const record: EmailRecord = {
+        row,
+        folder_ids: [folder.id],
+        attachments,
+        in_reply_to_id: inReplyToId,
+        bodies: undefined,
+      };
       const data = emailEventData(record, mail);
       this.event(result, row.is_draft ? 'email.draft.new' : 'email.new', data);
       if (mail.bounce) {
@@ -317,7 +391,8 @@ export class ChangeApplier {
     }
 
     // Emails that gained a folder: new role, flags from this copy, one email.update each.
-    if (adoptedFlags.size) await this.refreshEmails([...adoptedFlags.keys()], result, { flags: adoptedFlags, folderAdded: folder });
+    if (adoptedFlags.size)
+      await this.refreshEmails([...adoptedFlags.keys()], result, { flags: adoptedFlags, folderAdded: folder });
     return result;
   }
 
@@ -346,7 +421,11 @@ export class ChangeApplier {
     let bodyKey: string | null = null;
     if (mail.html.length + mail.plain.length > INLINE_BODY_LIMIT) {
       bodyKey = blobKeys.bodies(accountId, digest);
-      result.blobs.push({ key: bodyKey, body: JSON.stringify({ html: mail.html, plain: mail.plain }), contentType: 'application/json' });
+      result.blobs.push({
+        key: bodyKey,
+        body: JSON.stringify({ html: mail.html, plain: mail.plain }),
+        contentType: 'application/json',
+      });
       bodyHtml = null;
       bodyPlain = null;
     }
@@ -391,7 +470,10 @@ export class ChangeApplier {
   }
 
   private attachmentRows(row: EmailRow, mail: ParsedMessage, result: ChangeResult): AttachmentRow[] {
-    const digest = row.raw_key!.split('/').pop()!.replace(/\.eml$/, '');
+    const digest = row
+      .raw_key!.split('/')
+      .pop()!
+      .replace(/\.eml$/, '');
     return mail.attachments.map((a, index) => {
       const key = blobKeys.attachment(row.account_id, digest, index);
       result.blobs.push({ key, body: a.content, contentType: a.mime || 'application/octet-stream' });
@@ -427,7 +509,9 @@ export class ChangeApplier {
         seen.add(address);
         result.statements.push(
           this.db
-            .prepare('INSERT OR IGNORE INTO email_participants (email_id, account_id, kind, address) VALUES (?, ?, ?, ?)')
+            .prepare(
+              'INSERT OR IGNORE INTO email_participants (email_id, account_id, kind, address) VALUES (?, ?, ?, ?)',
+            )
             .bind(row.id, row.account_id, kind, address),
         );
         if (!this.account.ownAddresses.has(address) && !contacts.has(address)) contacts.set(address, a.name ?? '');
@@ -455,11 +539,18 @@ export class ChangeApplier {
     }
   }
 
-  async applyFlags(path: string, uidvalidity: number, updates: { uid: number; flags: string[] }[]): Promise<ChangeResult> {
+  async applyFlags(
+    path: string,
+    uidvalidity: number,
+    updates: { uid: number; flags: string[] }[],
+  ): Promise<ChangeResult> {
     const result = emptyResult();
     const target = this.cursorFor(path, uidvalidity);
     if (!target || updates.length === 0) return result;
-    const byUid = await this.membershipsByUid(target.folder.id, updates.map((u) => u.uid));
+    const byUid = await this.membershipsByUid(
+      target.folder.id,
+      updates.map((u) => u.uid),
+    );
     const wanted = new Map<string, ReturnType<typeof flagState>>();
     for (const u of updates) {
       const emailId = byUid.get(u.uid);
@@ -496,7 +587,9 @@ export class ChangeApplier {
     const emailIds = [...new Set(byUid.values())];
     for (const part of chunks([...byUid.keys()])) {
       result.statements.push(
-        this.db.prepare(`DELETE FROM email_folders WHERE folder_id = ? AND uid IN (${placeholders(part.length)})`).bind(folder.id, ...part),
+        this.db
+          .prepare(`DELETE FROM email_folders WHERE folder_id = ? AND uid IN (${placeholders(part.length)})`)
+          .bind(folder.id, ...part),
       );
     }
     const remaining = await this.otherFolders(emailIds, folder.id);
@@ -520,7 +613,10 @@ export class ChangeApplier {
   ): Promise<void> {
     const rows: EmailRow[] = [];
     for (const part of chunks(emailIds)) {
-      const { results } = await this.db.prepare(`SELECT * FROM emails WHERE id IN (${placeholders(part.length)})`).bind(...part).all<EmailRow>();
+      const { results } = await this.db
+        .prepare(`SELECT * FROM emails WHERE id IN (${placeholders(part.length)})`)
+        .bind(...part)
+        .all<EmailRow>();
       rows.push(...results);
     }
     const records = await loadEmailRecords(this.env, rows);
@@ -531,18 +627,26 @@ export class ChangeApplier {
       const { row } = record;
       let folderIds = record.folder_ids;
       if (change.folderRemoved) folderIds = folderIds.filter((id) => id !== change.folderRemoved);
-      if (change.folderAdded && !folderIds.includes(change.folderAdded.id)) folderIds = [...folderIds, change.folderAdded.id];
+      if (change.folderAdded && !folderIds.includes(change.folderAdded.id))
+        folderIds = [...folderIds, change.folderAdded.id];
       const role = mainRole(folderIds.map((id) => folderById.get(id)?.role ?? 'UNKNOWN'));
       const flags = change.flags?.get(row.id);
       const unread = flags ? (flags.unread ? 1 : 0) : row.unread;
       const starred = flags ? (flags.starred ? 1 : 0) : row.starred;
-      const foldersChanged = folderIds.length !== record.folder_ids.length || folderIds.some((id) => !record.folder_ids.includes(id));
+      const foldersChanged =
+        folderIds.length !== record.folder_ids.length || folderIds.some((id) => !record.folder_ids.includes(id));
       if (!foldersChanged && role === row.role && unread === row.unread && starred === row.starred) continue;
 
       result.statements.push(
-        this.db.prepare('UPDATE emails SET role = ?, unread = ?, starred = ?, updated_at = ? WHERE id = ?').bind(role, unread, starred, now, row.id),
+        this.db
+          .prepare('UPDATE emails SET role = ?, unread = ?, starred = ?, updated_at = ? WHERE id = ?')
+          .bind(role, unread, starred, now, row.id),
       );
-      const updated: EmailRecord = { ...record, row: { ...row, role, unread, starred, updated_at: now }, folder_ids: folderIds };
+      const updated: EmailRecord = {
+        ...record,
+        row: { ...row, role, unread, starred, updated_at: now },
+        folder_ids: folderIds,
+      };
       this.event(result, 'email.update', emailEventData(updated));
       endUnit(result);
     }
@@ -552,7 +656,9 @@ export class ChangeApplier {
     const out = new Map<number, string>();
     for (const part of chunks([...new Set(uids)])) {
       const { results } = await this.db
-        .prepare(`SELECT uid, email_id FROM email_folders WHERE folder_id = ? AND uid IN (${placeholders(part.length)})`)
+        .prepare(
+          `SELECT uid, email_id FROM email_folders WHERE folder_id = ? AND uid IN (${placeholders(part.length)})`,
+        )
         .bind(folderId, ...part)
         .all<{ uid: number; email_id: string }>();
       for (const r of results) out.set(r.uid, r.email_id);
@@ -564,7 +670,9 @@ export class ChangeApplier {
     const out = new Map<string, string[]>();
     for (const part of chunks(emailIds)) {
       const { results } = await this.db
-        .prepare(`SELECT email_id, folder_id FROM email_folders WHERE folder_id != ? AND email_id IN (${placeholders(part.length)})`)
+        .prepare(
+          `SELECT email_id, folder_id FROM email_folders WHERE folder_id != ? AND email_id IN (${placeholders(part.length)})`,
+        )
         .bind(exceptFolderId, ...part)
         .all<{ email_id: string; folder_id: string }>();
       for (const r of results) out.set(r.email_id, [...(out.get(r.email_id) ?? []), r.folder_id]);
@@ -575,7 +683,9 @@ export class ChangeApplier {
   /** Stored emails of threads merged into `threadId` changed their thread_id: one email.update each. */
   private async threadMergeEvents(result: ChangeResult, merged: string[], threadId: string): Promise<void> {
     const { results } = await this.db
-      .prepare(`SELECT * FROM emails WHERE account_id = ? AND thread_id IN (${placeholders(merged.length)}) ORDER BY date_ms LIMIT ${MAX_MERGE_EVENTS}`)
+      .prepare(
+        `SELECT * FROM emails WHERE account_id = ? AND thread_id IN (${placeholders(merged.length)}) ORDER BY date_ms LIMIT ${MAX_MERGE_EVENTS}`,
+      )
       .bind(this.account.accountId, ...merged)
       .all<EmailRow>();
     for (const record of await loadEmailRecords(this.env, results)) {
@@ -588,7 +698,9 @@ export class ChangeApplier {
     const out = new Map<string, string>();
     for (const part of chunks([...new Set(messageIds)])) {
       const { results } = await this.db
-        .prepare(`SELECT id, message_id FROM emails WHERE account_id = ? AND message_id IN (${placeholders(part.length)}) ORDER BY date_ms DESC`)
+        .prepare(
+          `SELECT id, message_id FROM emails WHERE account_id = ? AND message_id IN (${placeholders(part.length)}) ORDER BY date_ms DESC`,
+        )
         .bind(this.account.accountId, ...part)
         .all<{ id: string; message_id: string }>();
       for (const r of results) out.set(r.message_id, r.id);
@@ -623,7 +735,10 @@ export function flagState(flags: string[]): { unread: boolean; starred: boolean;
  * present, else the Message-ID plus a content fingerprint (two different messages can share a
  * Message-ID), else the fingerprint alone.
  */
-export async function identityOf(message: Pick<MessageIn, 'gm_msgid'>, mail: Pick<ParsedMessage, 'message_id' | 'fingerprint'>): Promise<string> {
+export async function identityOf(
+  message: Pick<MessageIn, 'gm_msgid'>,
+  mail: Pick<ParsedMessage, 'message_id' | 'fingerprint'>,
+): Promise<string> {
   if (message.gm_msgid) return `gm:${message.gm_msgid}`;
   if (mail.message_id) return `mid:${await sha256Hex(`${mail.message_id}\n${mail.fingerprint}`)}`;
   return `fp:${mail.fingerprint}`;
@@ -638,5 +753,7 @@ function insertEmail(db: D1Database, row: EmailRow): D1PreparedStatement {
 
 function insertAttachment(db: D1Database, a: AttachmentRow): D1PreparedStatement {
   const columns = Object.keys(a) as (keyof AttachmentRow)[];
-  return db.prepare(`INSERT INTO attachments (${columns.join(', ')}) VALUES (${placeholders(columns.length)})`).bind(...columns.map((c) => a[c]));
+  return db
+    .prepare(`INSERT INTO attachments (${columns.join(', ')}) VALUES (${placeholders(columns.length)})`)
+    .bind(...columns.map((c) => a[c]));
 }

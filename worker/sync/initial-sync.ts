@@ -53,7 +53,8 @@ export class InitialSync {
   /** A page was applied: its folder's remaining range ends below its lowest UID. */
   pulled(path: string, uidvalidity: number, uids: number[]): void {
     const folder = this.folders.get(path);
-    if (folder && folder.uidvalidity === uidvalidity && uids.length) folder.below_uid = Math.min(folder.below_uid, ...uids);
+    if (folder && folder.uidvalidity === uidvalidity && uids.length)
+      folder.below_uid = Math.min(folder.below_uid, ...uids);
   }
 
   /**
@@ -69,7 +70,10 @@ export class InitialSync {
   ): Promise<{ statements: D1PreparedStatement[]; event: OutboxEvent } | null> {
     const allowed = next === 'running' ? this.status === 'pending' : this.status === 'running';
     if (!allowed) return null;
-    const row = await db.prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`).bind(accountId).first<AccountRow>();
+    const row = await db
+      .prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`)
+      .bind(accountId)
+      .first<AccountRow>();
     if (!row) return null;
     if (error) console.warn(`initial sync of ${accountId} failed: ${error}`);
     this.status = next;

@@ -79,12 +79,16 @@ export class Threader {
    * and the ids of the threads merged into it (their emails changed thread_id).
    */
   async assign(m: ThreadedMessage): Promise<{ threadId: string; statements: D1PreparedStatement[]; merged: string[] }> {
-    if (m.gm_thrid) return { threadId: await derivedId('thread', `${this.accountId}:gm:${m.gm_thrid}`), statements: [], merged: [] };
+    if (m.gm_thrid)
+      return { threadId: await derivedId('thread', `${this.accountId}:gm:${m.gm_thrid}`), statements: [], merged: [] };
 
     const threads = await this.threadsNaming(messageKeys(m));
     if (threads.length === 0) {
       const { base, isReply } = normalizeSubject(m.subject);
-      const bySubject = !m.in_reply_to && m.references.length === 0 && isReply && base ? await this.latestBySubject(base, m.date_ms) : null;
+      const bySubject =
+        !m.in_reply_to && m.references.length === 0 && isReply && base
+          ? await this.latestBySubject(base, m.date_ms)
+          : null;
       return { threadId: bySubject ?? newId('thread'), statements: [], merged: [] };
     }
     const [winner, ...later] = threads.sort((a, b) => a.firstMs - b.firstMs || a.threadId.localeCompare(b.threadId));
@@ -103,7 +107,9 @@ export class Threader {
     }
     this.pendingFirst.set(threadId, Math.min(this.pendingFirst.get(threadId) ?? Infinity, m.date_ms));
     return keys.map((key) =>
-      this.db.prepare('INSERT OR IGNORE INTO thread_keys (account_id, key, email_id) VALUES (?, ?, ?)').bind(this.accountId, key, emailId),
+      this.db
+        .prepare('INSERT OR IGNORE INTO thread_keys (account_id, key, email_id) VALUES (?, ?, ?)')
+        .bind(this.accountId, key, emailId),
     );
   }
 
@@ -155,7 +161,9 @@ export class Threader {
     this.pendingFirst.set(winner.threadId, Math.min(winner.firstMs, ...later.map((t) => t.firstMs)));
     return [
       this.db
-        .prepare(`UPDATE emails SET thread_id = ?, updated_at = ? WHERE account_id = ? AND thread_id IN (${placeholders(ids.length)})`)
+        .prepare(
+          `UPDATE emails SET thread_id = ?, updated_at = ? WHERE account_id = ? AND thread_id IN (${placeholders(ids.length)})`,
+        )
         .bind(winner.threadId, isoNow(), this.accountId, ...ids),
     ];
   }

@@ -28,7 +28,6 @@ function trackingKey(env: Env): Promise<Uint8Array> {
   return key;
 }
 
-
 async function signature(env: Env, purpose: 'open' | 'click', trackingId: string, url = ''): Promise<string> {
   return toBase64Url(await hmacSha256(await trackingKey(env), `${purpose}\n${trackingId}\n${url}`));
 }
@@ -77,7 +76,8 @@ export async function applyTracking(
     for (const href of hrefs) {
       // The attribute as written; the link's target is its decoded value. `&` is written escaped.
       const target = decodeEntities(href);
-      if (/^https?:\/\//i.test(target)) signed.set(href, (await clickUrl(env, base, trackingId, target)).replace(/&/g, '&amp;'));
+      if (/^https?:\/\//i.test(target))
+        signed.set(href, (await clickUrl(env, base, trackingId, target)).replace(/&/g, '&amp;'));
     }
     out = await new HTMLRewriter()
       .on('a[href]', {

@@ -33,7 +33,10 @@ export async function handleWebhookBatch(
         await handle(env, options, message.body);
         message.ack();
       } catch (err) {
-        console.error(`webhook queue message ${message.id} failed (attempt ${message.attempts}):`, (err as Error).message);
+        console.error(
+          `webhook queue message ${message.id} failed (attempt ${message.attempts}):`,
+          (err as Error).message,
+        );
         message.retry({ delaySeconds: messageRetryDelay(message.attempts) });
       }
     }),

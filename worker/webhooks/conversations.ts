@@ -44,7 +44,6 @@ export const DELIVERY_SELECT = `SELECT c.id, c.endpoint_id, c.event_id, c.event_
   JOIN events ev ON ev.id = c.event_id
   JOIN webhook_endpoints we ON we.id = c.endpoint_id`;
 
-
 export interface Envelope {
   payload: Record<string, unknown>;
   /** The exact bytes sent and signed. */

@@ -40,7 +40,17 @@ const MINUTE = 60 * SECOND;
 const HOUR = 60 * MINUTE;
 
 /** Waits before the 2nd, 3rd, … 10th attempt (DECISIONS.md, "Webhook calls"). */
-const RETRY_DELAYS_MS = [5 * SECOND, 5 * MINUTE, 30 * MINUTE, 2 * HOUR, 5 * HOUR, 10 * HOUR, 14 * HOUR, 20 * HOUR, 24 * HOUR];
+const RETRY_DELAYS_MS = [
+  5 * SECOND,
+  5 * MINUTE,
+  30 * MINUTE,
+  2 * HOUR,
+  5 * HOUR,
+  10 * HOUR,
+  14 * HOUR,
+  20 * HOUR,
+  24 * HOUR,
+];
 const JITTER = 0.1;
 
 /** The wait after `attempts` failed attempts (±10 %), or null when the schedule is over. */
@@ -84,7 +94,9 @@ async function callHeaders(env: Env, row: DeliveryRow, body: string, now: number
   const headers = new Headers();
   for (const { key, value } of JSON.parse(row.headers_json) as EndpointHeader[]) headers.set(key, value);
   const secret = await openEndpointSecret(env.CREDENTIALS_KEY, row.endpoint_id, row.endpoint_secret);
-  for (const [key, value] of Object.entries(await signatureHeaders(secret, row.event_id, body, Math.floor(now / SECOND)))) {
+  for (const [key, value] of Object.entries(
+    await signatureHeaders(secret, row.event_id, body, Math.floor(now / SECOND)),
+  )) {
     headers.set(key, value);
   }
   headers.set('Content-Type', 'application/json');
@@ -143,7 +155,9 @@ export async function attemptDelivery(
       retryAt,
       row.id,
     )
-    .first<Pick<DeliveryRow, 'status' | 'attempts' | 'last_status_code' | 'last_error' | 'next_attempt_at' | 'updated_at'>>();
+    .first<
+      Pick<DeliveryRow, 'status' | 'attempts' | 'last_status_code' | 'last_error' | 'next_attempt_at' | 'updated_at'>
+    >();
   if (!updated) return row; // deleted meanwhile
   if (delayMs !== null && updated.status === 'retrying' && updated.next_attempt_at === retryAt) {
     await enqueueRetry(env, row.id, delayMs);
@@ -169,7 +183,9 @@ function claimStatements(db: D1Database, scope: Scope, now: number, lease: numbe
       )
       .bind(iso(now), scope.value),
     db
-      .prepare(`UPDATE webhook_conversations SET next_attempt_at = ? WHERE ${waiting} AND next_attempt_at <= ? RETURNING id`)
+      .prepare(
+        `UPDATE webhook_conversations SET next_attempt_at = ? WHERE ${waiting} AND next_attempt_at <= ? RETURNING id`,
+      )
       .bind(now + lease, scope.value, now + EARLY_TOLERANCE_MS),
   ];
 }
@@ -177,7 +193,10 @@ function claimStatements(db: D1Database, scope: Scope, now: number, lease: numbe
 /** Claims the scope's due calls (after running `before` in the same batch) and makes them concurrently. */
 async function deliverDue(env: Env, options: DeliveryOptions, scope: Scope, before: D1PreparedStatement[] = []) {
   const now = options.now();
-  const results = await env.DB.batch<{ id: string }>([...before, ...claimStatements(env.DB, scope, now, leaseMs(options))]);
+  const results = await env.DB.batch<{ id: string }>([
+    ...before,
+    ...claimStatements(env.DB, scope, now, leaseMs(options)),
+  ]);
   const claimed = new Set(results[results.length - 1]!.results.map((r) => r.id));
   if (claimed.size === 0) return;
   const { results: rows } = await env.DB.prepare(`${DELIVERY_SELECT} WHERE c.${scope.column} = ?`)
@@ -185,7 +204,9 @@ async function deliverDue(env: Env, options: DeliveryOptions, scope: Scope, befo
     .all<DeliveryRow>();
   // One slow subscriber must not hold up the others: every call runs at once, and every one is
   // recorded before an error (a database failure) is passed on for the queue to retry the message.
-  const settled = await Promise.allSettled(rows.filter((r) => claimed.has(r.id)).map((r) => attemptDelivery(env, options, r)));
+  const settled = await Promise.allSettled(
+    rows.filter((r) => claimed.has(r.id)).map((r) => attemptDelivery(env, options, r)),
+  );
   const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (failure) throw failure.reason;
 }

@@ -57,7 +57,10 @@ function endpointFields(allowPrivateUrls: boolean) {
     headers: z
       .array(header)
       .max(20, 'must hold at most 20 headers')
-      .refine((list) => unique(list.map((h) => h.key.toLowerCase())).length === list.length, 'must not repeat a header'),
+      .refine(
+        (list) => unique(list.map((h) => h.key.toLowerCase())).length === list.length,
+        'must not repeat a header',
+      ),
     enabled: z.boolean(),
   };
 }
@@ -108,7 +111,9 @@ export async function assertAccountsExist(db: D1Database, accountIds: string[] |
 
 export async function loadEndpoint(db: D1Database, rawId: string | undefined): Promise<EndpointRow> {
   const id = parseId('endpoint', rawId);
-  const row = id ? await db.prepare('SELECT * FROM webhook_endpoints WHERE id = ?').bind(id).first<EndpointRow>() : null;
+  const row = id
+    ? await db.prepare('SELECT * FROM webhook_endpoints WHERE id = ?').bind(id).first<EndpointRow>()
+    : null;
   if (!row) throw notFound('Webhook endpoint');
   return row;
 }

@@ -4,34 +4,16 @@
  * A signature older or newer than five minutes is refused. WebCrypto only, so both runtimes share it.
  */
 
+import { constantTimeEqual, hmacSha256, sha256Hex, toHex } from './crypto.ts';
+
 export const GATEWAY_SIGNATURE_HEADER = 'X-Gateway-Signature';
 export const MAX_CLOCK_SKEW_SECONDS = 300;
 
 const encoder = new TextEncoder();
 
-function hex(bytes: ArrayBuffer): string {
-  return [...new Uint8Array(bytes)].map((b) => b.toString(16).padStart(2, '0')).join('');
-}
+const hmacHex = async (secret: string, message: string): Promise<string> => toHex(await hmacSha256(secret, message));
 
-async function hmacHex(secret: string, message: string): Promise<string> {
-  const key = await crypto.subtle.importKey('raw', encoder.encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, [
-    'sign',
-  ]);
-  return hex(await crypto.subtle.sign('HMAC', key, encoder.encode(message)));
-}
-
-async function bodyDigest(body: string | Uint8Array): Promise<string> {
-  const bytes = typeof body === 'string' ? encoder.encode(body) : body;
-  return hex(await crypto.subtle.digest('SHA-256', bytes));
-}
-
-/** Equal-length hex strings compared without an early exit. */
-function sameHex(a: string, b: string): boolean {
-  if (a.length !== b.length) return false;
-  let diff = 0;
-  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
-  return diff === 0;
-}
+const bodyDigest = (body: string | Uint8Array): Promise<string> => sha256Hex(body);
 
 async function canonical(method: string, path: string, body: string | Uint8Array, t: number): Promise<string> {
   return `${t}\n${method.toUpperCase()}\n${path}\n${await bodyDigest(body)}`;
@@ -58,7 +40,7 @@ export async function verifyRequest(
   const t = Number(match[1]);
   if (Math.abs(now / 1000 - t) > MAX_CLOCK_SKEW_SECONDS) return false;
   const expected = await hmacHex(secret, await canonical(request.method, request.path, request.body, t));
-  return sameHex(expected, match[2]!);
+  return constantTimeEqual(expected, match[2]!);
 }
 
 /** Query parameters that authenticate the gateway's WebSocket (browsers' WebSocket API cannot set headers). */
@@ -80,5 +62,5 @@ export async function verifyConnect(
 ): Promise<boolean> {
   if (!secret || !t || !sig || !/^\d{1,12}$/.test(t) || !/^[0-9a-f]{64}$/.test(sig)) return false;
   if (Math.abs(now / 1000 - Number(t)) > MAX_CLOCK_SKEW_SECONDS) return false;
-  return sameHex(await hmacHex(secret, `CONNECT ${gatewayId} ${t}`), sig);
+  return constantTimeEqual(await hmacHex(secret, `CONNECT ${gatewayId} ${t}`), sig);
 }

@@ -6,7 +6,7 @@
 
 import PostalMime, { addressParser } from 'postal-mime';
 import type { Attachment, Email } from 'postal-mime';
-import { toHex } from '../lib/crypto.ts';
+import { toHex } from '../../common/crypto.ts';
 import { detectBounce } from './bounce.ts';
 import {
   allHeaders,

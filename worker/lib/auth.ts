@@ -7,7 +7,7 @@
 import type { MiddlewareHandler } from 'hono';
 import type { AppEnv } from '../app.ts';
 import { ApiError } from './errors.ts';
-import { constantTimeEqual, sha256Hex } from './crypto.ts';
+import { constantTimeEqual, sha256Hex } from '../../common/crypto.ts';
 import { isoNow } from './time.ts';
 
 const LAST_USED_RESOLUTION_MS = 60_000;

@@ -1,12 +1,8 @@
-/** WebCrypto helpers: hashing, constant-time comparison, AES-GCM for secrets at rest, HMAC signatures. */
+/** Worker-side WebCrypto helpers: base64, random tokens, AES-GCM for secrets at rest (hashing and HMAC: common/crypto.ts). */
 
 import { encodeBase32 } from './ids.ts';
 
 const encoder = new TextEncoder();
-
-export function toHex(bytes: ArrayBuffer | Uint8Array): string {
-  return [...new Uint8Array(bytes)].map((b) => b.toString(16).padStart(2, '0')).join('');
-}
 
 export function toBase64(bytes: Uint8Array): string {
   let binary = '';
@@ -31,28 +27,9 @@ export function fromBase64Url(text: string): Uint8Array {
   return fromBase64(text.replace(/-/g, '+').replace(/_/g, '/') + '='.repeat((4 - (text.length % 4)) % 4));
 }
 
-export async function sha256Hex(text: string): Promise<string> {
-  return toHex(await crypto.subtle.digest('SHA-256', encoder.encode(text)));
-}
-
-/** Constant-time equality of two strings (compares their SHA-256 digests, so lengths leak nothing either). */
-export async function constantTimeEqual(a: string, b: string): Promise<boolean> {
-  const [da, db] = await Promise.all([
-    crypto.subtle.digest('SHA-256', encoder.encode(a)),
-    crypto.subtle.digest('SHA-256', encoder.encode(b)),
-  ]);
-  return crypto.subtle.timingSafeEqual(da, db);
-}
-
 /** A random secret token: `prefix` + base32 of `bytes` random bytes. */
 export function randomToken(prefix: string, bytes = 30): string {
   return prefix + encodeBase32(crypto.getRandomValues(new Uint8Array(bytes))).toLowerCase();
-}
-
-export async function hmacSha256(key: Uint8Array | string, message: string): Promise<Uint8Array> {
-  const raw = typeof key === 'string' ? encoder.encode(key) : key;
-  const cryptoKey = await crypto.subtle.importKey('raw', raw, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
-  return new Uint8Array(await crypto.subtle.sign('HMAC', cryptoKey, encoder.encode(message)));
 }
 
 const aesKeys = new Map<string, Promise<CryptoKey>>();

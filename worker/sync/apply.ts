@@ -12,7 +12,8 @@ import type { EventType } from '../events/types.ts';
 import { folderName, mainRole, parentPath, presentFolder, roleOf, type FolderRow } from '../folders/present.ts';
 import { parseMessage, normalizeAddress, type ParsedAddress, type ParsedMessage } from '../ingest/parse.ts';
 import { newId } from '../lib/ids.ts';
-import { fromBase64, sha256Hex } from '../lib/crypto.ts';
+import { fromBase64 } from '../lib/crypto.ts';
+import { sha256Hex } from '../../common/crypto.ts';
 import { iso, isoNow } from '../lib/time.ts';
 import {
   presentEmailList,

@@ -8,7 +8,8 @@
  */
 import type { Env } from '../env.ts';
 import { decodeEntities } from '../ingest/html.ts';
-import { constantTimeEqual, fromBase64, hmacSha256, toBase64Url } from '../lib/crypto.ts';
+import { fromBase64, toBase64Url } from '../lib/crypto.ts';
+import { constantTimeEqual, hmacSha256 } from '../../common/crypto.ts';
 
 const DERIVATION_LABEL = 'mailbox-edge tracking links v1';
 

@@ -5,7 +5,8 @@
  * - Standard Webhooks: `webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256(
  *   base64-decoded part after "whsec_", "<id>.<timestamp>.<body>")>`, so its libraries verify unchanged.
  */
-import { decryptSecret, encryptSecret, fromBase64, hmacSha256, toBase64, toHex } from '../lib/crypto.ts';
+import { decryptSecret, encryptSecret, fromBase64, toBase64 } from '../lib/crypto.ts';
+import { hmacSha256, toHex } from '../../common/crypto.ts';
 
 const SECRET_PREFIX = 'whsec_';
 

@@ -5,7 +5,7 @@
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { z } from 'zod';
-import type { Env } from './env.ts';
+import type { AppEnv } from './env.ts';
 import { ApiError, errorResponse } from './lib/errors.ts';
 import { requireApiKey } from './lib/auth.ts';
 import { describeIssues } from './lib/validation.ts';
@@ -20,11 +20,6 @@ import { webhooks } from './routes/webhooks.ts';
 import { accountEmailActions, emailActions } from './routes/actions.ts';
 import { saveDraft, sendEmail } from './routes/send.ts';
 import { tracking } from './routes/tracking.ts';
-
-export interface AppEnv {
-  Bindings: Env;
-  Variables: { apiKeyId: string };
-}
 
 /** Requests may carry attachments up to 30 MB. */
 export const MAX_BODY_BYTES = 30 * 1024 * 1024;

@@ -1,12 +1,11 @@
-import type { AccountObject } from './durable/account-object.ts';
-import type { GatewayObject } from './durable/gateway-object.ts';
-
 /** Bindings and secrets of the Worker (see wrangler.toml). */
 export interface Env {
   DB: D1Database;
   BLOBS: R2Bucket;
-  ACCOUNTS: DurableObjectNamespace<AccountObject>;
-  GATEWAYS: DurableObjectNamespace<GatewayObject>;
+  /** One AccountObject per account; its typed stub: durable/account-stub.ts. */
+  ACCOUNTS: DurableObjectNamespace;
+  /** One GatewayObject per gateway process; its typed stub: durable/gateway-stub.ts. */
+  GATEWAYS: DurableObjectNamespace;
   WEBHOOKS: Queue<WebhookQueueMessage>;
   /** Requests per API key (wrangler.toml `[[ratelimits]]`); absent means unlimited. */
   API_RATE_LIMIT?: RateLimit;
@@ -20,6 +19,12 @@ export interface Env {
   ALLOW_PRIVATE_WEBHOOK_URLS?: string;
   /** Public origin of the Worker for tracking links (e.g. https://mail.example.com); default: the request's origin. */
   PUBLIC_URL?: string;
+}
+
+/** The Hono environment of every route: the bindings, and what the auth middleware sets. */
+export interface AppEnv {
+  Bindings: Env;
+  Variables: { apiKeyId: string };
 }
 
 /** What travels through the webhooks queue: one outbox event, fanned out by the consumer. */

@@ -3,6 +3,7 @@ import { env } from 'cloudflare:workers';
 import type { FolderInfo, MessageIn } from '../../common/relay.ts';
 import { sealPasswords } from '../../worker/accounts/credentials.ts';
 import { newId } from '../../worker/lib/ids.ts';
+import { accountObject } from '../../worker/durable/account-stub.ts';
 import { signRequest, GATEWAY_SIGNATURE_HEADER } from '../../common/signing.ts';
 import { exports } from 'cloudflare:workers';
 
@@ -55,7 +56,7 @@ export async function createSyncedAccount(
       now,
     )
     .run();
-  const stub = env.ACCOUNTS.get(env.ACCOUNTS.idFromName(id));
+  const stub = accountObject(env, id);
   await stub.initialize({ account_id: id, email, user_id: email, connected_at_ms: Date.now() - 1000, folders });
   return { id, email, stub };
 }

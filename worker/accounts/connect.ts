@@ -16,6 +16,7 @@ import { singleLine } from '../lib/validation.ts';
 import { sealPasswords } from './credentials.ts';
 import { ACCOUNT_COLUMNS, presentAccount, type AccountRow } from './present.ts';
 import { defaultEncryption, providerDefaults } from './providers.ts';
+import { accountObject } from '../durable/account-stub.ts';
 
 const port = z
   .number()
@@ -215,7 +216,7 @@ export async function connectAccount(env: Env, body: AuthIntent) {
   const event = newEvent(previous ? 'account.reconnect' : 'account.add', accountId, account);
   await env.DB.batch([write, eventStatement(env.DB, event)]);
 
-  const stub = env.ACCOUNTS.get(env.ACCOUNTS.idFromName(accountId));
+  const stub = accountObject(env, accountId);
   if (previous) {
     // Whoever synced with the old credentials lets go; the next lease hands out the new ones.
     const holder = await stub.dropLease();

@@ -4,10 +4,11 @@
  * with 502: nothing has been done at that point.
  */
 import type { GatewayRequest } from '../../common/relay.ts';
-import type { Lease } from '../durable/account-object.ts';
+import type { Lease } from '../durable/lease.ts';
 import type { Env } from '../env.ts';
 import { callGateway } from '../gateways/registry.ts';
 import { ApiError, isErrorKind, type ErrorKind } from '../lib/errors.ts';
+import { gatewayObject } from '../durable/gateway-stub.ts';
 
 /** Time budgets: mailbox actions answer within ~20 s; a send (up to 30 MB over SMTP) may take longer. */
 export const COMMAND_BUDGET = {
@@ -51,7 +52,7 @@ export async function callHolder(
   for (;;) {
     const current = lease();
     if (current && current.expires_at > Date.now()) {
-      const stub = env.GATEWAYS.get(env.GATEWAYS.idFromName(current.gateway_id));
+      const stub = gatewayObject(env, current.gateway_id);
       if (await stub.isConnected()) return callGateway(env, current.gateway_id, request, budget.timeoutMs);
     }
     if (Date.now() >= deadline) {

@@ -26,22 +26,10 @@ import { InitialSync, type InitialSyncStatus } from '../sync/initial-sync.ts';
 import { answerOf, callHolder, COMMAND_BUDGET, type CommandAnswer } from '../commands/holder.ts';
 import { applyModify, planModify, type ModifyWanted } from '../commands/modify.ts';
 import { notFound } from '../lib/errors.ts';
+import { LEASE_TTL_MS, type HolderResult, type Lease } from './lease.ts';
 
-export interface Lease {
-  gateway_id: string;
-  expires_at: number;
-}
-
-/** How long a lease lasts without a heartbeat. */
-export const LEASE_TTL_MS = 60_000;
 /** An email expunged from its last folder waits this long for its other side of a move to arrive. */
 const ORPHAN_GRACE_MS = 1_500;
-
-/**
- * Answers of calls a gateway makes through the object. A lost lease is an answer, not an exception:
- * errors thrown across RPC are logged as uncaught by the runtime.
- */
-export type HolderResult<T> = { ok: true; value: T } | { ok: false; lease_lost: string };
 
 export interface AccountInit {
   account_id: string;

@@ -3,11 +3,10 @@ import type { GatewayRequest } from '../../common/relay.ts';
 import type { GatewayAnswer } from '../durable/gateway-object.ts';
 import type { Env } from '../env.ts';
 import { ApiError } from '../lib/errors.ts';
+import { gatewayObject } from '../durable/gateway-stub.ts';
 
 /** How long a gateway may take to answer a request (a login that times out takes ~15 s). */
 export const GATEWAY_REQUEST_TIMEOUT_MS = 30_000;
-
-const gatewayStub = (env: Env, gatewayId: string) => env.GATEWAYS.get(env.GATEWAYS.idFromName(gatewayId));
 
 /** Send a request to one gateway; its error answers become the matching API errors. */
 export async function callGateway(
@@ -17,7 +16,7 @@ export async function callGateway(
   timeoutMs = GATEWAY_REQUEST_TIMEOUT_MS,
 ): Promise<unknown> {
   // Narrowed by hand: the RPC stub's return type does not discriminate the union.
-  const answer = (await gatewayStub(env, gatewayId).request(request, timeoutMs)) as GatewayAnswer;
+  const answer = (await gatewayObject(env, gatewayId).request(request, timeoutMs)) as GatewayAnswer;
   if (answer.ok) return answer.result;
   if (answer.kind === 'unavailable')
     throw new ApiError('provider_error', `The mail gateway could not be reached: ${answer.detail}.`);
@@ -38,7 +37,7 @@ export async function callAnyGateway(
   request: GatewayRequest,
 ): Promise<{ gatewayId: string; result: unknown }> {
   for (const gatewayId of await connectedGateways(env)) {
-    if (!(await gatewayStub(env, gatewayId).isConnected())) continue;
+    if (!(await gatewayObject(env, gatewayId).isConnected())) continue;
     return { gatewayId, result: await callGateway(env, gatewayId, request) };
   }
   throw new ApiError(
@@ -52,7 +51,7 @@ export async function notifyGateway(env: Env, gatewayId: string | null, request:
   const targets = gatewayId ? [gatewayId] : await connectedGateways(env);
   for (const target of targets) {
     // A gateway that is gone lets its leases lapse, and another one picks the account up.
-    const answer = (await gatewayStub(env, target).request(request, 5_000)) as GatewayAnswer;
+    const answer = (await gatewayObject(env, target).request(request, 5_000)) as GatewayAnswer;
     if (answer.ok || answer.kind !== 'unavailable') return;
   }
 }

@@ -16,14 +16,16 @@ import {
   type MailboxConfig,
 } from '../../common/relay.ts';
 import { GATEWAY_SIGNATURE_HEADER, verifyConnect, verifyRequest } from '../../common/signing.ts';
-import type { AppEnv } from '../app.ts';
+import type { AppEnv } from '../env.ts';
 import { openPasswords } from '../accounts/credentials.ts';
-import { LEASE_TTL_MS, type HolderResult } from '../durable/account-object.ts';
+import { LEASE_TTL_MS, type HolderResult } from '../durable/lease.ts';
 import { ApiError, errorResponse } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { parseOrThrow } from '../lib/validation.ts';
 import { chunks, placeholders } from '../emails/store.ts';
 import { OUTGOING_NAME, outgoingBlobKey } from '../send/outgoing.ts';
+import { accountObject } from '../durable/account-stub.ts';
+import { gatewayObject } from '../durable/gateway-stub.ts';
 
 interface AccountSecretsRow {
   id: string;
@@ -39,8 +41,6 @@ interface AccountSecretsRow {
   smtp_user: string;
   credentials: string;
 }
-
-const accountStub = (c: Context<AppEnv>, accountId: string) => c.env.ACCOUNTS.get(c.env.ACCOUNTS.idFromName(accountId));
 
 /** The signed JSON body of a gateway call, validated; 401 when the signature does not verify. */
 async function signedBody<S extends z.ZodType>(c: Context<AppEnv>, schema: S): Promise<z.output<S>> {
@@ -100,7 +100,7 @@ export const gatewayRoutes = new Hono<AppEnv>()
     ) {
       return errorResponse('unauthorized', 'The gateway signature is missing, wrong or expired.');
     }
-    return c.env.GATEWAYS.get(c.env.GATEWAYS.idFromName(gatewayId)).fetch(c.req.raw);
+    return gatewayObject(c.env, gatewayId).fetch(c.req.raw);
   })
 
   .post('/heartbeat', async (c) => {
@@ -113,7 +113,7 @@ export const gatewayRoutes = new Hono<AppEnv>()
     for (const part of chunks(held, 50)) {
       const answers = await Promise.all(
         part.map(async (id) =>
-          parseId('account', id) ? accountStub(c, id).renewLease(gateway_id, LEASE_TTL_MS) : false,
+          parseId('account', id) ? accountObject(c.env, id).renewLease(gateway_id, LEASE_TTL_MS) : false,
         ),
       );
       part.forEach((id, i) => (answers[i] ? renewed : lost).push(id));
@@ -151,7 +151,7 @@ export const gatewayRoutes = new Hono<AppEnv>()
       .bind(accountId)
       .first<AccountSecretsRow>();
     if (!row) throw new ApiError('not_found', 'Account not found');
-    const stub = accountStub(c, accountId);
+    const stub = accountObject(c.env, accountId);
     const { granted, lease } = await stub.acquireLease(gateway_id, LEASE_TTL_MS);
     if (!granted || !lease) {
       const refused: LeaseResponse = { granted: false, holder: lease?.gateway_id ?? null };
@@ -174,7 +174,9 @@ export const gatewayRoutes = new Hono<AppEnv>()
   .post('/accounts/:id/changes', async (c) => {
     const { gateway_id, changes } = await signedBody(c, ChangesRequest);
     const accountId = accountIdParam(c);
-    const result = (await accountStub(c, accountId).applyChanges(gateway_id, changes)) as HolderResult<FolderCursor[]>;
+    const result = (await accountObject(c.env, accountId).applyChanges(gateway_id, changes)) as HolderResult<
+      FolderCursor[]
+    >;
     return result.ok ? c.json({ cursors: result.value }) : leaseLost(result.lease_lost);
   })
 
@@ -195,6 +197,10 @@ export const gatewayRoutes = new Hono<AppEnv>()
   .post('/accounts/:id/status', async (c) => {
     const { gateway_id, status, error } = await signedBody(c, StatusRequest);
     const accountId = accountIdParam(c);
-    const result = (await accountStub(c, accountId).reportStatus(gateway_id, status, error)) as HolderResult<null>;
+    const result = (await accountObject(c.env, accountId).reportStatus(
+      gateway_id,
+      status,
+      error,
+    )) as HolderResult<null>;
     return result.ok ? c.json({ ok: true }) : leaseLost(result.lease_lost);
   });

@@ -5,7 +5,7 @@
  * (not the admin key, the operator's own) is rate limited by the API_RATE_LIMIT binding.
  */
 import type { MiddlewareHandler } from 'hono';
-import type { AppEnv } from '../app.ts';
+import type { AppEnv } from '../env.ts';
 import { ApiError } from './errors.ts';
 import { constantTimeEqual, sha256Hex } from '../../common/crypto.ts';
 import { isoNow } from './time.ts';

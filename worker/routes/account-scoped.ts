@@ -1,6 +1,6 @@
 /** Account-scoped forms of the paths: /{account_id}/folders/{id}, /{account_id}/emails/{id}(/thread). Mounted last. */
 import { Hono } from 'hono';
-import type { AppEnv } from '../app.ts';
+import type { AppEnv } from '../env.ts';
 import { presentEmailSingle } from '../emails/present.ts';
 import { emailFromPath } from './emails.ts';
 import { getFolder } from './folders.ts';

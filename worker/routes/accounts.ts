@@ -1,6 +1,6 @@
 import { Hono } from 'hono';
 import { z } from 'zod';
-import type { AppEnv } from '../app.ts';
+import type { AppEnv } from '../env.ts';
 import { AuthIntentBody, connectAccount } from '../accounts/connect.ts';
 import { ACCOUNT_COLUMNS, presentAccount, type AccountRow } from '../accounts/present.ts';
 import type { Env } from '../env.ts';
@@ -11,6 +11,7 @@ import { parseId } from '../lib/ids.ts';
 import { offsetList, offsetPaging } from '../lib/paging.ts';
 import { isoNow } from '../lib/time.ts';
 import { parseJsonBody, parseQuery, singleLine } from '../lib/validation.ts';
+import { accountObject } from '../durable/account-stub.ts';
 
 export async function loadAccount(db: D1Database, rawId: string | undefined): Promise<AccountRow> {
   const id = parseId('account', rawId);
@@ -33,7 +34,7 @@ const PatchBody = z
 
 /** Removing an account: stop its sync, purge its data, then drop the row with its event. */
 async function removeAccount(env: Env, row: AccountRow) {
-  const holder = await env.ACCOUNTS.get(env.ACCOUNTS.idFromName(row.id)).remove();
+  const holder = await accountObject(env, row.id).remove();
   if (holder) await notifyGateway(env, holder, { op: 'release', account_id: row.id });
   const event = newEvent('account.remove', row.id, presentAccount(row));
   await env.DB.batch([env.DB.prepare('DELETE FROM accounts WHERE id = ?').bind(row.id), eventStatement(env.DB, event)]);

@@ -5,7 +5,7 @@
  */
 import { Hono, type Context } from 'hono';
 import { z } from 'zod';
-import type { AppEnv } from '../app.ts';
+import type { AppEnv } from '../env.ts';
 import { unwrap } from '../commands/holder.ts';
 import type { ModifyWanted } from '../commands/modify.ts';
 import { ROLES } from '../folders/present.ts';
@@ -13,6 +13,7 @@ import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { parseJsonBody } from '../lib/validation.ts';
 import { emailFromPath } from './emails.ts';
+import { accountObject } from '../durable/account-stub.ts';
 
 const ModifyBody = z.object({
   unread: z.boolean().optional(),
@@ -44,7 +45,7 @@ async function modify(
   wanted: (accountId: string) => Promise<ModifyWanted>,
 ) {
   const { row } = await emailFromPath(c, accountParam);
-  const stub = c.env.ACCOUNTS.get(c.env.ACCOUNTS.idFromName(row.account_id));
+  const stub = accountObject(c.env, row.account_id);
   return unwrap(await stub.modifyEmail(row.id, await wanted(row.account_id)));
 }
 

@@ -1,6 +1,6 @@
 import { Hono } from 'hono';
 import { z } from 'zod';
-import type { AppEnv } from '../app.ts';
+import type { AppEnv } from '../env.ts';
 import { API_KEY_PREFIX, hashApiKey } from '../lib/auth.ts';
 import { randomToken } from '../lib/crypto.ts';
 import { notFound } from '../lib/errors.ts';

@@ -1,5 +1,5 @@
 import { Hono } from 'hono';
-import type { AppEnv } from '../app.ts';
+import type { AppEnv } from '../env.ts';
 import { ContactListQuery, listContacts } from '../contacts/list.ts';
 import { parseQuery } from '../lib/validation.ts';
 

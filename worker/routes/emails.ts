@@ -1,5 +1,5 @@
 import { Hono, type Context } from 'hono';
-import type { AppEnv } from '../app.ts';
+import type { AppEnv } from '../env.ts';
 import { presentEmailList, presentEmailSingle, type EmailRow } from '../emails/present.ts';
 import { buildEmailQuery, DraftListQuery, EmailListQuery, filtersKey } from '../emails/query.ts';
 import { loadEmail, loadEmailRecords } from '../emails/store.ts';

@@ -1,6 +1,6 @@
 /** POST /emails (send) and POST /drafts (save a draft): compose, then the account's object has the gateway do it. */
 import { Hono, type Context } from 'hono';
-import type { AppEnv } from '../app.ts';
+import type { AppEnv } from '../env.ts';
 import { unwrap } from '../commands/holder.ts';
 import { ApiError } from '../lib/errors.ts';
 import { newId } from '../lib/ids.ts';
@@ -9,6 +9,7 @@ import { randomToken } from '../lib/crypto.ts';
 import { composeMessage, readComposeBody } from '../send/compose.ts';
 import { idempotent } from '../send/idempotency.ts';
 import { forgetOutgoing, outgoingBlobKey, recordOutgoing } from '../send/outgoing.ts';
+import { accountObject } from '../durable/account-stub.ts';
 
 async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
   const body = await readComposeBody(c);
@@ -39,7 +40,7 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
       created_at: isoNow(),
     });
     try {
-      const stub = c.env.ACCOUNTS.get(c.env.ACCOUNTS.idFromName(account.id));
+      const stub = accountObject(c.env, account.id);
       unwrap(
         await stub.sendOutgoing({
           op: 'send',

@@ -1,7 +1,7 @@
 /** GET /{account_id}/emails/{email_id}/thread: the email's conversation, oldest first, drafts left out. */
 import type { Context } from 'hono';
 import { z } from 'zod';
-import type { AppEnv } from '../app.ts';
+import type { AppEnv } from '../env.ts';
 import { presentEmailSingle, type EmailRow } from '../emails/present.ts';
 import { loadEmailRecords } from '../emails/store.ts';
 import { limitParam } from '../lib/paging.ts';

@@ -4,7 +4,7 @@
  * API's error shape, so the redirect can never be pointed at another site.
  */
 import { Hono, type Context } from 'hono';
-import type { AppEnv } from '../app.ts';
+import type { AppEnv } from '../env.ts';
 import { dispatchEvents, eventStatement, newEvent } from '../events/outbox.ts';
 import { notFound } from '../lib/errors.ts';
 import { fromBase64 } from '../lib/crypto.ts';

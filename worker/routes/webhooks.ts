@@ -1,6 +1,6 @@
 import { Hono } from 'hono';
 import { z } from 'zod';
-import type { AppEnv } from '../app.ts';
+import type { AppEnv } from '../env.ts';
 import type { Env } from '../env.ts';
 import { invalid, notFound } from '../lib/errors.ts';
 import { newId, parseId } from '../lib/ids.ts';

@@ -6,7 +6,7 @@
 import type { Context } from 'hono';
 import { z } from 'zod';
 import type { OutgoingAddress, OutgoingMessage } from '../../common/relay.ts';
-import type { AppEnv } from '../app.ts';
+import type { AppEnv } from '../env.ts';
 import type { StoredAddress } from '../emails/present.ts';
 import { loadEmail } from '../emails/store.ts';
 import { htmlToText } from '../ingest/html.ts';

@@ -5,7 +5,7 @@
  * failure releases the key so the client can try again.
  */
 import type { Context } from 'hono';
-import type { AppEnv } from '../app.ts';
+import type { AppEnv } from '../env.ts';
 import { ApiError, invalid } from '../lib/errors.ts';
 
 export const IDEMPOTENCY_HEADER = 'Idempotency-Key';

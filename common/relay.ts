@@ -269,11 +269,8 @@ export const OutgoingMessage = z.object({
 });
 export type OutgoingMessage = z.infer<typeof OutgoingMessage>;
 
-export const OutgoingResult = z.object({
-  message_id: z.string(),
-  /** Where the copy went (Sent or Drafts) and its UID, or null when none was saved (Gmail files sent mail itself). */
-  saved: z.object({ path: z.string(), uid: z.number().int().positive().nullable() }).nullable(),
-});
+/** A send or a saved draft: the Message-ID it went out with (its copy in Sent or Drafts arrives by sync). */
+export const OutgoingResult = z.object({ message_id: z.string() });
 export type OutgoingResult = z.infer<typeof OutgoingResult>;
 
 /** One mailbox change of a `modify` request; a message is addressed by folder path and UID. */

@@ -9,8 +9,6 @@ import { constantTimeEqual, hmacSha256, sha256Hex, toHex } from './crypto.ts';
 export const GATEWAY_SIGNATURE_HEADER = 'X-Gateway-Signature';
 export const MAX_CLOCK_SKEW_SECONDS = 300;
 
-const encoder = new TextEncoder();
-
 const hmacHex = async (secret: string, message: string): Promise<string> => toHex(await hmacSha256(secret, message));
 
 const bodyDigest = (body: string | Uint8Array): Promise<string> => sha256Hex(body);

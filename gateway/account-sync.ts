@@ -377,8 +377,8 @@ class Session {
 
   #onExpunge(ev: ExpungeEvent): void {
     if (ev.uid !== undefined) {
-      let uids = this.#vanished.get(ev.path);
-      if (!uids) this.#vanished.set(ev.path, (uids = new Set()));
+      const uids = this.#vanished.get(ev.path) ?? new Set<number>();
+      this.#vanished.set(ev.path, uids);
       uids.add(ev.uid);
     }
     // EARLIER ones arrive during our own fetch, which is already part of a pass.
@@ -556,8 +556,8 @@ class Session {
   }
 
   #flagMemory(path: string): Map<number, string> {
-    let known = this.#knownFlags.get(path);
-    if (!known) this.#knownFlags.set(path, (known = new Map()));
+    const known = this.#knownFlags.get(path) ?? new Map<number, string>();
+    this.#knownFlags.set(path, known);
     return known;
   }
 

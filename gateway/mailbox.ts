@@ -86,22 +86,23 @@ export class MailboxCommands {
   async send(mode: 'send' | 'draft', message: OutgoingMessage, appendTo: string | null): Promise<OutgoingResult> {
     const raw = await buildMessage(message, { keepBcc: mode === 'draft' });
     if (mode === 'send') await this.#smtp(message, raw);
-    if (!appendTo) return { message_id: message.message_id, saved: null };
+    const result: OutgoingResult = { message_id: message.message_id };
+    if (!appendTo) return result;
     try {
       return await this.#withImap(async (client) => {
         // Gmail files a copy of every message sent through its SMTP itself.
-        if (mode === 'send' && featuresOf(client).gmail) return { message_id: message.message_id, saved: null };
+        if (mode === 'send' && featuresOf(client).gmail) return result;
         const flags = mode === 'draft' ? ['\\Draft', '\\Seen'] : ['\\Seen'];
         const appended = await client.append(appendTo, raw, flags, new Date());
         if (!appended)
           throw new GatewayError('provider_rejected', `IMAP server refused to store the message in ${appendTo}`);
-        return { message_id: message.message_id, saved: { path: appendTo, uid: appended.uid ?? null } };
+        return result;
       });
     } catch (err) {
       if (mode === 'draft') throw err;
       // The message is out: answering with an error would make clients send it again.
       this.#log.warn('sent, but the Sent copy could not be stored', { path: appendTo, ...errorFields(err) });
-      return { message_id: message.message_id, saved: null };
+      return result;
     }
   }
 

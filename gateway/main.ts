@@ -7,7 +7,7 @@ import { ConfigError, loadConfig } from './config.ts';
 import { Gateway } from './gateway.ts';
 import { createLogger, errorFields } from './log.ts';
 
-let config;
+let config: ReturnType<typeof loadConfig>;
 try {
   config = loadConfig(process.env);
 } catch (err) {

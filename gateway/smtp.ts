@@ -1,4 +1,4 @@
-/** SMTP side of the gateway. Sending arrives with a later issue; it reuses `smtpOptions`. */
+/** SMTP connection options and the login check of the auth intent; sending itself uses them (mailbox.ts). */
 import nodemailer from 'nodemailer';
 import type { ServerConfig } from '../common/relay.ts';
 

@@ -5,7 +5,7 @@
 import type { z } from 'zod';
 import {
   ChangesResponse,
-  GatewayToWorker,
+  type GatewayToWorker,
   HeartbeatResponse,
   LEASE_LOST_TYPE,
   LeaseResponse,

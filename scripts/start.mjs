@@ -128,7 +128,7 @@ function stop(code) {
     }
     process.exit(code);
   }, 3000).unref();
-  Promise.all(children.map((c) => (c.exitCode !== null ? null : new Promise((r) => c.once('exit', r))))).then(() =>
+  void Promise.all(children.map((c) => (c.exitCode !== null ? null : new Promise((r) => c.once('exit', r))))).then(() =>
     process.exit(code),
   );
 }

@@ -280,7 +280,7 @@ describe('sending', () => {
     const [uid] = await arrived(bobImap, 'INBOX', 'tracked 1');
     const raw = await source(bobImap, 'INBOX', uid!);
     const html = Buffer.from(
-      /Content-Type: text\/html[^]*?\r?\n\r?\n([^]*?)\r?\n--/i
+      /Content-Type: text\/html[\s\S]*?\r?\n\r?\n([\s\S]*?)\r?\n--/i
         .exec(raw)![1]!
         .replace(/=\r?\n/g, '')
         .replace(/=([0-9A-F]{2})/g, (_, h) => String.fromCharCode(parseInt(h, 16))),

@@ -647,7 +647,7 @@ describe('the sweep', () => {
     lost.created_at = new Date(Date.now() - 60 * SECOND).toISOString();
     await eventStatement(env.DB, lost).run();
     const received: string[] = [];
-    vi.spyOn(globalThis, 'fetch').mockImplementation(async (input, init) => {
+    vi.spyOn(globalThis, 'fetch').mockImplementation(async (_input, init) => {
       received.push(String(init?.body));
       return new Response(null, { status: 204 });
     });

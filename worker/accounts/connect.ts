@@ -17,6 +17,7 @@ import { sealPasswords } from './credentials.ts';
 import { ACCOUNT_COLUMNS, presentAccount, type AccountRow } from './present.ts';
 import { defaultEncryption, providerDefaults } from './providers.ts';
 import { accountObject } from '../durable/account-stub.ts';
+import { AccountMetadata } from './metadata.ts';
 
 const port = z
   .number()
@@ -25,36 +26,31 @@ const port = z
   .max(65535, 'must be a port number from 1 to 65535');
 const host = singleLine('host').pipe(z.string().trim().min(1, 'must not be empty').max(255));
 
-export const AuthIntentBody = z
-  .strictObject({
-    provider: z.literal('imap', { error: 'must be "imap"' }),
-    email: z.email('must be an email address').max(320),
-    password: z.string().min(1, 'must not be empty').max(1024),
-    imap_host: host.optional(),
-    imap_port: port.optional(),
-    imap_encryption: Encryption.optional(),
-    imap_user: singleLine('imap_user').pipe(z.string().min(1).max(320)).optional(),
-    smtp_host: host.optional(),
-    smtp_port: port.optional(),
-    smtp_encryption: Encryption.optional(),
-    smtp_user: singleLine('smtp_user').pipe(z.string().min(1).max(320)).optional(),
-    smtp_password: z.string().min(1).max(1024).optional(),
-    display_name: singleLine('display_name').pipe(z.string().max(200)).optional(),
-    state: z.string().max(1000).optional(),
-    account_id: z.string().optional(),
-    initial_sync_enable: z.boolean().optional(),
-    initial_sync_days: z
-      .number()
-      .int()
-      .min(1, 'must be an integer from 1 to 30')
-      .max(30, 'must be an integer from 1 to 30')
-      .optional(),
-    metadata: z.record(z.string(), z.unknown()).optional(),
-  })
-  .refine((b) => !b.metadata || JSON.stringify(b.metadata).length <= 16 * 1024, {
-    message: 'must be at most 16 KB of JSON',
-    path: ['metadata'],
-  });
+export const AuthIntentBody = z.strictObject({
+  provider: z.literal('imap', { error: 'must be "imap"' }),
+  email: z.email('must be an email address').max(320),
+  password: z.string().min(1, 'must not be empty').max(1024),
+  imap_host: host.optional(),
+  imap_port: port.optional(),
+  imap_encryption: Encryption.optional(),
+  imap_user: singleLine('imap_user').pipe(z.string().min(1).max(320)).optional(),
+  smtp_host: host.optional(),
+  smtp_port: port.optional(),
+  smtp_encryption: Encryption.optional(),
+  smtp_user: singleLine('smtp_user').pipe(z.string().min(1).max(320)).optional(),
+  smtp_password: z.string().min(1).max(1024).optional(),
+  display_name: singleLine('display_name').pipe(z.string().max(200)).optional(),
+  state: z.string().max(1000).optional(),
+  account_id: z.string().optional(),
+  initial_sync_enable: z.boolean().optional(),
+  initial_sync_days: z
+    .number()
+    .int()
+    .min(1, 'must be an integer from 1 to 30')
+    .max(30, 'must be an integer from 1 to 30')
+    .optional(),
+  metadata: AccountMetadata.optional(),
+});
 
 export type AuthIntent = z.infer<typeof AuthIntentBody>;
 

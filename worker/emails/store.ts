@@ -1,17 +1,7 @@
 /** Reading emails back from D1 (and R2, for large bodies) as `EmailRecord`s ready to present. */
 import type { Env } from '../env.ts';
+import { chunks, placeholders } from '../lib/sql.ts';
 import type { AttachmentRow, EmailRecord, EmailRow } from './present.ts';
-
-/** D1 allows 100 bound parameters per statement; stay below it. */
-export const PARAM_CHUNK = 90;
-
-export function chunks<T>(items: T[], size: number = PARAM_CHUNK): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
-  return out;
-}
-
-export const placeholders = (n: number): string => Array.from({ length: n }, () => '?').join(',');
 
 /** The R2 keys of an email's blobs, derived from the account and the email's identity digest. */
 export const blobKeys = {

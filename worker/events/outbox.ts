@@ -6,6 +6,7 @@
  */
 import type { Env } from '../env.ts';
 import { newId } from '../lib/ids.ts';
+import { chunks, PARAM_CHUNK, placeholders, QUEUE_BATCH } from '../lib/sql.ts';
 import { isoNow } from '../lib/time.ts';
 import type { EventType } from './types.ts';
 
@@ -27,17 +28,13 @@ export function eventStatement(db: D1Database, event: OutboxEvent): D1PreparedSt
     .bind(event.id, event.type, event.account_id, JSON.stringify(event.data), event.created_at);
 }
 
-/** Queue batches hold at most 100 messages, and D1 binds at most 100 parameters (ids + the timestamp). */
-const QUEUE_BATCH = 90;
-
 /** Hand committed events to the queue. Failures are logged and left for the sweep; never thrown. */
 export async function dispatchEvents(env: Env, eventIds: string[]): Promise<void> {
-  for (let i = 0; i < eventIds.length; i += QUEUE_BATCH) {
-    const chunk = eventIds.slice(i, i + QUEUE_BATCH);
+  // A chunk is one queue batch and one UPDATE, so it must fit both limits (ids + the timestamp).
+  for (const chunk of chunks(eventIds, Math.min(QUEUE_BATCH, PARAM_CHUNK))) {
     try {
       await env.WEBHOOKS.sendBatch(chunk.map((event_id) => ({ body: { kind: 'event' as const, event_id } })));
-      const placeholders = chunk.map(() => '?').join(',');
-      await env.DB.prepare(`UPDATE events SET enqueued_at = ? WHERE id IN (${placeholders})`)
+      await env.DB.prepare(`UPDATE events SET enqueued_at = ? WHERE id IN (${placeholders(chunk.length)})`)
         .bind(isoNow(), ...chunk)
         .run();
     } catch (err) {

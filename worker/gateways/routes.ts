@@ -22,7 +22,7 @@ import { LEASE_TTL_MS, type HolderResult } from '../durable/lease.ts';
 import { ApiError, errorResponse } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { parseOrThrow } from '../lib/validation.ts';
-import { chunks, placeholders } from '../emails/store.ts';
+import { chunks, placeholders } from '../lib/sql.ts';
 import { OUTGOING_NAME, outgoingBlobKey } from '../send/outgoing.ts';
 import { accountObject } from '../durable/account-stub.ts';
 import { gatewayObject } from '../durable/gateway-stub.ts';
@@ -116,7 +116,9 @@ export const gatewayRoutes = new Hono<AppEnv>()
           parseId('account', id) ? accountObject(c.env, id).renewLease(gateway_id, LEASE_TTL_MS) : false,
         ),
       );
-      part.forEach((id, i) => (answers[i] ? renewed : lost).push(id));
+      part.forEach((id, i) => {
+        (answers[i] ? renewed : lost).push(id);
+      });
     }
     for (const part of chunks(renewed)) {
       await c.env.DB.prepare(

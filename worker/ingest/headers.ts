@@ -96,7 +96,7 @@ export function messageIds(value: string | null): string[] {
   if (ids) return ids;
   // Some mailers write ids without brackets; keep them comparable with bracketed ones.
   const bare = value.trim().split(/\s+/)[0];
-  return bare && bare.includes('@') ? [`<${bare}>`] : [];
+  return bare?.includes('@') ? [`<${bare}>`] : [];
 }
 
 const MONTHS = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];

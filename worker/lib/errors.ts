@@ -37,10 +37,6 @@ export class ApiError extends Error {
   get status(): number {
     return KINDS[this.kind].status;
   }
-
-  toBody(): ErrorBody {
-    return errorBody(this.kind, this.detail);
-  }
 }
 
 export function errorBody(kind: ErrorKind, detail: string): ErrorBody {

@@ -12,6 +12,7 @@ import { offsetList, offsetPaging } from '../lib/paging.ts';
 import { isoNow } from '../lib/time.ts';
 import { parseJsonBody, parseQuery, singleLine } from '../lib/validation.ts';
 import { accountObject } from '../durable/account-stub.ts';
+import { AccountMetadata } from '../accounts/metadata.ts';
 
 export async function loadAccount(db: D1Database, rawId: string | undefined): Promise<AccountRow> {
   const id = parseId('account', rawId);
@@ -22,15 +23,10 @@ export async function loadAccount(db: D1Database, rawId: string | undefined): Pr
   return row;
 }
 
-const PatchBody = z
-  .strictObject({
-    metadata: z.record(z.string(), z.unknown()).optional(),
-    display_name: singleLine('display_name').pipe(z.string().max(200)).nullable().optional(),
-  })
-  .refine((b) => !b.metadata || JSON.stringify(b.metadata).length <= 16 * 1024, {
-    message: 'must be at most 16 KB of JSON',
-    path: ['metadata'],
-  });
+const PatchBody = z.strictObject({
+  metadata: AccountMetadata.optional(),
+  display_name: singleLine('display_name').pipe(z.string().max(200)).nullable().optional(),
+});
 
 /** Removing an account: stop its sync, purge its data, then drop the row with its event. */
 async function removeAccount(env: Env, row: AccountRow) {

@@ -151,7 +151,7 @@ export async function composeMessage(c: Context<AppEnv>, body: ComposeBody, mode
   if (!account) throw notFound('Account');
 
   let to = (body.to ?? []).map(toOutgoing);
-  let cc = (body.cc ?? []).map(toOutgoing);
+  const cc = (body.cc ?? []).map(toOutgoing);
   let subject = body.subject;
   let inReplyTo: string | null = null;
   let references: string[] = [];

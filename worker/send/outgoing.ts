@@ -2,7 +2,7 @@
  * Records of the messages this API sent or saved as drafts (table `outgoing_messages`), keyed by
  * Message-ID. Written before the gateway is asked to send, read by the sync when the copy arrives.
  */
-import { chunks, placeholders } from '../emails/store.ts';
+import { chunks, placeholders } from '../lib/sql.ts';
 
 export interface OutgoingRecord {
   account_id: string;

@@ -15,14 +15,9 @@ import { newId } from '../lib/ids.ts';
 import { fromBase64 } from '../lib/crypto.ts';
 import { sha256Hex } from '../../common/crypto.ts';
 import { iso, isoNow } from '../lib/time.ts';
-import {
-  presentEmailList,
-  type AttachmentRow,
-  type EmailRecord,
-  type EmailRow,
-  type StoredAddress,
-} from '../emails/present.ts';
-import { blobKeys, chunks, loadEmailRecords, placeholders } from '../emails/store.ts';
+import type { AttachmentRow, EmailRecord, EmailRow, StoredAddress } from '../emails/present.ts';
+import { blobKeys, loadEmailRecords } from '../emails/store.ts';
+import { chunks, placeholders } from '../lib/sql.ts';
 import { emailEventData } from '../emails/events.ts';
 import { outgoingByMessageId, outgoingFields } from '../send/outgoing.ts';
 import { indexEmailStatements } from '../emails/search.ts';
@@ -67,8 +62,11 @@ export interface ChangeResult {
 /** At most this many email.update events for one thread merge (a runaway merge stays bounded). */
 const MAX_MERGE_EVENTS = 500;
 
-/** Bodies larger than this (HTML + text) go to R2; the row keeps a pointer. */
-const INLINE_BODY_LIMIT = 256 * 1024;
+/** Bodies larger than this many UTF-8 bytes (HTML + text) go to R2; the row keeps a pointer. */
+const INLINE_BODY_MAX_BYTES = 256 * 1024;
+
+const utf8 = new TextEncoder();
+const utf8Length = (text: string): number => utf8.encode(text).byteLength;
 
 const emptyResult = (): ChangeResult => ({
   statements: [],
@@ -111,10 +109,6 @@ export class ChangeApplier {
       .bind(this.account.accountId)
       .all<FolderRow>();
     this.folders = new Map(results.map((f) => [f.provider_id, f]));
-  }
-
-  folderRows(): FolderRow[] {
-    return [...this.folders.values()];
   }
 
   private event(result: ChangeResult, type: EventType, data: unknown): void {
@@ -210,9 +204,10 @@ export class ChangeApplier {
         );
         if (!baseline) this.event(result, 'email.folder.create', presentFolder(row));
       } else {
-        const renamed =
+        // Name, role or parent: what a client shows of a folder, and what `email.folder.update` reports.
+        const describedDifferently =
           existing.name !== wanted.name || existing.role !== wanted.role || existing.parent_id !== wanted.parent_id;
-        if (renamed || existing.total_count !== wanted.total_count) {
+        if (describedDifferently || existing.total_count !== wanted.total_count) {
           Object.assign(existing, wanted);
           result.statements.push(
             this.db
@@ -222,7 +217,7 @@ export class ChangeApplier {
               .bind(wanted.name, wanted.role, wanted.parent_id, wanted.total_count, now, existing.id),
           );
           // Counts move with every message; only a change of identity is worth an event.
-          if (renamed) this.event(result, 'email.folder.update', presentFolder(existing));
+          if (describedDifferently) this.event(result, 'email.folder.update', presentFolder(existing));
         }
       }
 
@@ -420,7 +415,7 @@ export class ChangeApplier {
     let bodyHtml: string | null = mail.html;
     let bodyPlain: string | null = mail.plain;
     let bodyKey: string | null = null;
-    if (mail.html.length + mail.plain.length > INLINE_BODY_LIMIT) {
+    if (utf8Length(mail.html) + utf8Length(mail.plain) > INLINE_BODY_MAX_BYTES) {
       bodyKey = blobKeys.bodies(accountId, digest);
       result.blobs.push({
         key: bodyKey,

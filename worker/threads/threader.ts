@@ -17,7 +17,7 @@
 import type { ParsedMessage } from '../ingest/parse.ts';
 import { derivedId, newId } from '../lib/ids.ts';
 import { isoNow } from '../lib/time.ts';
-import { placeholders } from '../emails/store.ts';
+import { placeholders } from '../lib/sql.ts';
 
 export const SUBJECT_WINDOW_MS = 30 * 24 * 3600 * 1000;
 /** The nearest ancestors are enough to find a conversation; this keeps rows and parameters bounded. */

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { EVENT_TYPES } from '../events/types.ts';
 import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
+import { placeholders } from '../lib/sql.ts';
 import { singleLine } from '../lib/validation.ts';
 import { openEndpointSecret } from './signing.ts';
 import { webhookUrlProblem } from './url.ts';
@@ -101,7 +102,7 @@ export async function assertAccountsExist(db: D1Database, accountIds: string[] |
   const malformed = accountIds.find((id) => parseId('account', id) === null);
   if (malformed !== undefined) throw notFound(`Account ${JSON.stringify(malformed)} (account_ids)`);
   const { results } = await db
-    .prepare(`SELECT id FROM accounts WHERE id IN (${accountIds.map(() => '?').join(',')})`)
+    .prepare(`SELECT id FROM accounts WHERE id IN (${placeholders(accountIds.length)})`)
     .bind(...accountIds)
     .all<{ id: string }>();
   const found = new Set(results.map((r) => r.id));

@@ -9,11 +9,11 @@
  */
 import type { Env, WebhookQueueMessage } from '../env.ts';
 import { dispatchEvents } from '../events/outbox.ts';
+import { QUEUE_BATCH } from '../lib/sql.ts';
 import { iso } from '../lib/time.ts';
 import { WAITING_STATUSES } from './conversations.ts';
 
 const SWEEP_LIMIT = 500;
-const QUEUE_BATCH = 100;
 /** An event younger than this may still be on its way to the queue. */
 const OUTBOX_GRACE_MS = 30_000;
 /** A call due for less than this probably has its queue message arriving right now. */

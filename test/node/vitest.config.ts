@@ -7,7 +7,7 @@ export default defineProject({
   test: {
     name: 'node',
     root,
-    include: ['test/node/**/*.test.ts', 'test/mailserver/**/*.test.ts'],
+    include: ['test/node/**/*.test.ts', 'test/mailserver/**/*.test.ts', 'test/imapservers/**/*.test.ts'],
     environment: 'node',
     // End-to-end files start their own servers; one at a time keeps a 2-core machine responsive.
     fileParallelism: false,

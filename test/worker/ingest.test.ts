@@ -3,7 +3,7 @@ import PostalMime from 'postal-mime';
 import { describe, expect, it } from 'vitest';
 import { fromBase64, toBase64 } from '../../worker/lib/crypto.ts';
 import { normalizeAddress, parseMessage } from '../../worker/ingest/parse.ts';
-import type { ParsedAddress, ParsedMessage } from '../../worker/ingest/parse.ts';
+import type { ParsedAddress, ParsedMessage } from '../../worker/ingest/types.ts';
 
 /** A message from lines; each char is one byte, so '\xe9' is the Latin-1 byte 0xE9. */
 function mail(lines: string[], eol = '\r\n'): Uint8Array {

@@ -5,7 +5,7 @@
  * the cascade from `emails`) drops the index row (trigger in migrations/0004_read_side.sql).
  * Reading: user text never reaches FTS5 as syntax; every word is a quoted string.
  */
-import type { ParsedAddress } from '../ingest/parse.ts';
+import type { ParsedAddress } from '../ingest/types.ts';
 
 /** Indexing cost stays bounded: only the start of a very long body is indexed. */
 const MAX_INDEXED_BODY_CHARS = 200_000;

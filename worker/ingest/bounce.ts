@@ -5,7 +5,7 @@
  * talks about bounces is not flagged.
  */
 
-import type { BounceInfo, ParsedAddress, ParsedAttachment } from './parse.ts';
+import type { BounceInfo, ParsedAddress, ParsedAttachment } from './types.ts';
 import { decodeBytes, firstHeader, headerEnd, messageIds, parseHeaderBlock } from './headers.ts';
 
 export interface BounceInput {

@@ -14,7 +14,7 @@
  * One Threader serves one change: the emails it threads are not in D1 until the change commits, so
  * their keys are also remembered here.
  */
-import type { ParsedMessage } from '../ingest/parse.ts';
+import type { ParsedMessage } from '../ingest/types.ts';
 import { derivedId, newId } from '../lib/ids.ts';
 import { isoNow } from '../lib/time.ts';
 import { placeholders } from '../lib/sql.ts';

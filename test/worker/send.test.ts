@@ -8,6 +8,7 @@ import { fromBase64 } from '../../worker/lib/crypto.ts';
 import { newId } from '../../worker/lib/ids.ts';
 import { normalizeAddress } from '../../worker/ingest/parse.ts';
 import { recordOutgoing } from '../../worker/send/outgoing.ts';
+import { requestHash } from '../../worker/send/idempotency.ts';
 import { api, expectError } from './helpers.ts';
 import { createSyncedAccount, messageIn, outbox, rawMessage } from './sync-helpers.ts';
 
@@ -95,11 +96,12 @@ describe('POST /emails: validation (nothing reaches a gateway)', () => {
 });
 
 describe('Idempotency-Key', () => {
-  it('replays a completed result, refuses one in progress with 409, and releases the key after a failure', {
+  it('replays a completed result, refuses one in progress with 409 or another body with 400, and releases the key after a failure', {
     timeout: 30_000,
   }, async () => {
     const { id } = await createSyncedAccount();
     const body = { account_id: id, to: [{ identifier: 'bob@example.test' }], subject: 'x' };
+    const hash = await requestHash(body);
     const now = Date.now();
     const stored = {
       object: 'EmailSent',
@@ -110,13 +112,17 @@ describe('Idempotency-Key', () => {
     };
     await env.DB.prepare(
       `INSERT INTO idempotency_keys (key, scope, request_hash, status, response_code, response_json, created_at, expires_at)
-       VALUES ('done-1', 'POST /emails', '', 'completed', 200, ?, ?, ?), ('busy-1', 'POST /emails', '', 'in_progress', NULL, NULL, ?, ?)`,
+       VALUES ('done-1', 'POST /emails', ?, 'completed', 200, ?, ?, ?), ('busy-1', 'POST /emails', ?, 'in_progress', NULL, NULL, ?, ?)`,
     )
-      .bind(JSON.stringify(stored), now, now + 86_400_000, now, now + 86_400_000)
+      .bind(hash, JSON.stringify(stored), now, now + 86_400_000, hash, now, now + 86_400_000)
       .run();
     const replay = await send(body, { 'Idempotency-Key': 'done-1' });
     expect(replay.status).toBe(200);
     expect(replay.body).toEqual(stored);
+    // The same key with another body is refused, not answered with the first result.
+    const other = await send({ ...body, subject: 'y' }, { 'Idempotency-Key': 'done-1' });
+    expectError(other, 400, 'invalid_parameters');
+    expect((other.body as { detail: string }).detail).toMatch(/^Idempotency-Key:/);
     // The same key on drafts is another scope.
     expectError(await send(body, { 'Idempotency-Key': 'busy-1' }), 409, 'already_exists');
     expectError(await send(body, { 'Idempotency-Key': 'x'.repeat(256) }), 400, 'invalid_parameters');

@@ -13,7 +13,7 @@ import { accountObject } from '../durable/account-stub.ts';
 
 async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
   const body = await readComposeBody(c);
-  return idempotent(c, mode === 'send' ? 'POST /emails' : 'POST /drafts', async () => {
+  return idempotent(c, mode === 'send' ? 'POST /emails' : 'POST /drafts', body, async () => {
     const { account, message, tracking } = await composeMessage(c, body, mode);
     const role = mode === 'send' ? 'SENT' : 'DRAFTS';
     const folder = await c.env.DB.prepare(

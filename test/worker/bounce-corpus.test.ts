@@ -41,7 +41,14 @@ interface Tally {
 }
 
 async function measure(held: boolean): Promise<Tally> {
-  const t: Tally = { standard: [0, 0], nonStandard: [0, 0], recipient: [0, 0], falseAlarms: [], ordinary: 0, misses: [] };
+  const t: Tally = {
+    standard: [0, 0],
+    nonStandard: [0, 0],
+    recipient: [0, 0],
+    falseAlarms: [],
+    ordinary: 0,
+    misses: [],
+  };
   for (const path of Object.keys(fixtures).filter(isMail)) {
     if (heldOut(path) !== held) continue;
     const label = labels[path];
@@ -52,7 +59,7 @@ async function measure(held: boolean): Promise<Tally> {
     }
     if (label?.kind !== 'bounce') continue;
     const { bounce } = await parseMessage(bytesOf(path));
-    const found = emitted(bounce);
+    const found = bounce !== null && emitted(bounce);
     const bucket = isStandard(path) ? t.standard : t.nonStandard;
     bucket[1]++;
     if (found) bucket[0]++;
@@ -60,8 +67,9 @@ async function measure(held: boolean): Promise<Tally> {
     if (label.recipients?.length) {
       t.recipient[1]++;
       const wanted = label.recipients.map(normalizeAddress);
-      if (found && wanted.includes(normalizeAddress(bounce.recipient))) t.recipient[0]++;
-      else if (found) t.misses.push(`${path}: recipient ${bounce.recipient}, expected ${label.recipients.join(' or ')}`);
+      if (found && bounce && wanted.includes(normalizeAddress(bounce.recipient))) t.recipient[0]++;
+      else if (found && bounce)
+        t.misses.push(`${path}: recipient ${bounce.recipient}, expected ${label.recipients.join(' or ')}`);
     }
   }
   return t;

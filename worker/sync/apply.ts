@@ -374,7 +374,8 @@ export class ChangeApplier {
       };
       const data = emailEventData(record, mail);
       this.event(result, row.is_draft ? 'email.draft.new' : 'email.new', data);
-      if (mail.bounce) {
+      // A delay notice is a warning, not a bounce: it is parsed (action 'delayed') but emits nothing.
+      if (mail.bounce?.action === 'failed') {
         this.event(result, 'email.new.bounce', {
           email_id: row.id,
           original_message_id: mail.bounce.original_message_id,

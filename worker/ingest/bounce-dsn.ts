@@ -104,7 +104,7 @@ export function returnedHeaders(attachments: ParsedAttachment[], plain: string, 
   return { messageId, recipients: addressesIn(to) };
 }
 
-export const ADDRESS = /[a-z0-9!#$%&'*+/=?^_`{|}~.-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,}/gi;
+export const ADDRESS = /[a-z0-9!#$%&'*+/=?^_`{|}~.-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]+/gi;
 
 export function addressesIn(text: string): string[] {
   return [...new Set((text.match(ADDRESS) ?? []).map((a) => a.replace(/^[.'`]+|[.'`]+$/g, '')))];

@@ -210,7 +210,8 @@ async function storeNewEmail(
 function emitNew(state: SyncState, result: ChangeResult, record: EmailRecord, mail: ParsedMessage): void {
   const { row } = record;
   addEvent(state, result, row.is_draft ? 'email.draft.new' : 'email.new', emailEventData(record, mail));
-  if (mail.bounce) {
+  // A delay notice carries its bounce details too (action "delayed"): a warning, not a failure.
+  if (mail.bounce?.action === 'failed') {
     addEvent(state, result, 'email.new.bounce', {
       email_id: row.id,
       original_message_id: mail.bounce.original_message_id,

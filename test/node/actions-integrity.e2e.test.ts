@@ -63,21 +63,23 @@ describe('mailbox actions', () => {
     const first = await deliver('action one');
     const moved = await service.api('PUT', `/emails/${first.id}`, { folders: ['ARCHIVE'] });
     expect(moved.status, JSON.stringify(moved.body)).toBe(200);
-    expect(moved.body).toMatchObject({ id: first.id, folder_ids: [idOf('Archive')], role: 'ARCHIVE' });
+    expect(moved.body).toMatchObject({ id: first.id, folders: [idOf('Archive')] });
     expect([...(await onServer(client, 'action one')).keys()]).toEqual(['Archive']);
 
     // 2. Move by folder id, on a message that arrived after the first action.
     const second = await deliver('action two');
     const junked = await service.api('PUT', `/emails/${second.id}`, { folders: [idOf('Junk')] });
     expect(junked.status, JSON.stringify(junked.body)).toBe(200);
-    expect(junked.body).toMatchObject({ id: second.id, folder_ids: [idOf('Junk')], role: 'SPAM' });
+    expect(junked.body).toMatchObject({ id: second.id, folders: [idOf('Junk')] });
     expect([...(await onServer(client, 'action two')).keys()]).toEqual(['Junk']);
 
     // 3. A flag, on a message that arrived after the second action.
     const third = await deliver('action three');
     const starred = await service.api('PUT', `/emails/${third.id}`, { starred: true });
     expect(starred.status, JSON.stringify(starred.body)).toBe(200);
-    expect(starred.body).toMatchObject({ id: third.id, folder_ids: [idOf('INBOX')], starred: true });
+    expect(starred.body).toMatchObject({ id: third.id, folders: [idOf('INBOX')] });
+    const listed = (await service.listEmails(alice.id)).find((e: any) => e.id === third.id);
+    expect(listed).toMatchObject({ folder_ids: [idOf('INBOX')], starred: true });
     const third_ = await onServer(client, 'action three');
     expect([...third_.keys()]).toEqual(['INBOX']);
     expect(third_.get('INBOX')).toContain('\\Flagged');

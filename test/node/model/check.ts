@@ -107,10 +107,11 @@ export function singleInstanceIds(server: Instance[], service: Service, accountI
   return out;
 }
 
-/** Events that lied: a delete of an email that is still there, a second email.new for one email, an email without email.new. */
+/** Events that lied: a delete of an email that is still there, a second email.new (or email.draft.new) for one email, an email without one. */
 export function eventProblems(service: Service, accountId: string): string[] {
   const events = service.query<{ type: string; id: string }>(
-    `SELECT type, json_extract(data_json, '$.id') AS id FROM events WHERE account_id = ? AND type IN ('email.new', 'email.delete')`,
+    `SELECT type, json_extract(data_json, '$.id') AS id FROM events WHERE account_id = ?
+     AND type IN ('email.new', 'email.draft.new', 'email.delete', 'email.draft.delete')`,
     accountId,
   );
   const present = new Set(
@@ -119,7 +120,7 @@ export function eventProblems(service: Service, accountId: string): string[] {
   const problems: string[] = [];
   const news = new Map<string, number>();
   for (const e of events) {
-    if (e.type === 'email.new') news.set(e.id, (news.get(e.id) ?? 0) + 1);
+    if (e.type.endsWith('.new')) news.set(e.id, (news.get(e.id) ?? 0) + 1);
     else if (present.has(e.id)) problems.push(`email.delete for ${e.id}, which is still there`);
   }
   for (const [id, n] of news) if (n > 1) problems.push(`${n} email.new events for ${id}`);

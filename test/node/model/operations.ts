@@ -29,7 +29,14 @@ export interface ModelContext {
   /** Model ids copied since the last check: their email ids may legitimately be shared or new. */
   copied: Set<number>;
   counts: Record<string, number>;
+  /** What the operations did, newest last (shown with the problems a check finds). */
+  trace: string[];
 }
+
+const note = (ctx: ModelContext, line: string) => {
+  ctx.trace.push(line);
+  if (ctx.trace.length > 200) ctx.trace.shift();
+};
 
 const USER_FOLDERS = ['Projects', 'Receipts', 'Travel', 'Old'];
 const BASE_FOLDERS = ['INBOX', 'Archive', 'Trash'];
@@ -85,7 +92,10 @@ const OPERATIONS: [number, string, Operation][] = [
     async (ctx) => {
       const path = pick(ctx, [...BASE_FOLDERS, 'INBOX', ...(await folders(ctx))]);
       const flags = ctx.random() < 0.3 ? ['\\Seen'] : [];
-      await ctx.client.append(path, messageOf(ctx.nextId++, ctx.random() < 0.02), flags);
+      const id = ctx.nextId++;
+      const big = ctx.random() < 0.02;
+      const done = await ctx.client.append(path, messageOf(id, big), flags);
+      note(ctx, `append model ${id}${big ? ' (big)' : ''} to ${path}: UID ${done ? done.uid : '?'}`);
     },
   ],
   [8, 'copy', (ctx) => copyOrMove(ctx, 'copy')],
@@ -101,6 +111,7 @@ const OPERATIONS: [number, string, Operation][] = [
       const lock = await ctx.client.getMailboxLock(at[0]);
       try {
         await ctx.client.messageDelete(String(at[1]), { uid: true });
+        note(ctx, `expunge ${at[0]} UID ${at[1]}`);
       } finally {
         lock.release();
       }
@@ -113,6 +124,7 @@ const OPERATIONS: [number, string, Operation][] = [
       const existing = await folders(ctx);
       const name = USER_FOLDERS.find((f) => !existing.includes(f));
       if (name) await ctx.client.mailboxCreate(name);
+      if (name) note(ctx, `create ${name}`);
     },
   ],
   [
@@ -122,7 +134,10 @@ const OPERATIONS: [number, string, Operation][] = [
       const existing = await folders(ctx);
       const from = existing.filter((f) => USER_FOLDERS.includes(f));
       const to = USER_FOLDERS.filter((f) => !existing.includes(f));
-      if (from.length && to.length) await ctx.client.mailboxRename(pick(ctx, from), pick(ctx, to));
+      if (!from.length || !to.length) return;
+      const [a, b] = [pick(ctx, from), pick(ctx, to)];
+      await ctx.client.mailboxRename(a, b);
+      note(ctx, `rename ${a} to ${b}`);
     },
   ],
   [
@@ -130,7 +145,10 @@ const OPERATIONS: [number, string, Operation][] = [
     'delete folder',
     async (ctx) => {
       const user = (await folders(ctx)).filter((f) => USER_FOLDERS.includes(f));
-      if (user.length) await ctx.client.mailboxDelete(pick(ctx, user));
+      if (!user.length) return;
+      const path = pick(ctx, user);
+      await ctx.client.mailboxDelete(path);
+      note(ctx, `delete folder ${path}`);
     },
   ],
   [
@@ -141,6 +159,7 @@ const OPERATIONS: [number, string, Operation][] = [
       const status = await ctx.client.status(path, { uidValidity: true });
       const next = Number(status && status.uidValidity) + 1 + Math.floor(ctx.random() * 1000);
       await ctx.mail.doveadm(['mailbox', 'update', '--uid-validity', String(next), '-u', ctx.user, path]);
+      note(ctx, `uidvalidity of ${path} set to ${next}`);
     },
   ],
 ];
@@ -155,8 +174,14 @@ async function copyOrMove(ctx: ModelContext, kind: 'copy' | 'move'): Promise<voi
   if (kind === 'copy' && id !== null) ctx.copied.add(id);
   const lock = await ctx.client.getMailboxLock(at[0]);
   try {
-    if (kind === 'copy') await ctx.client.messageCopy(String(at[1]), destination, { uid: true });
-    else await ctx.client.messageMove(String(at[1]), destination, { uid: true });
+    const done =
+      kind === 'copy'
+        ? await ctx.client.messageCopy(String(at[1]), destination, { uid: true })
+        : await ctx.client.messageMove(String(at[1]), destination, { uid: true });
+    note(
+      ctx,
+      `${kind} ${at[0]} UID ${at[1]} (model ${id}) to ${destination}: UID ${done ? done.uidMap?.get(at[1]) : '?'}`,
+    );
   } finally {
     lock.release();
   }
@@ -170,6 +195,7 @@ async function flag(ctx: ModelContext, add: boolean): Promise<void> {
   try {
     if (add) await ctx.client.messageFlagsAdd(String(at[1]), [which], { uid: true });
     else await ctx.client.messageFlagsRemove(String(at[1]), [which], { uid: true });
+    note(ctx, `${add ? 'add' : 'remove'} ${which} on ${at[0]} UID ${at[1]}`);
   } finally {
     lock.release();
   }

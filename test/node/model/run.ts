@@ -53,6 +53,7 @@ export async function runModel(options: ModelOptions): Promise<ModelFigures> {
     nextId: 1,
     copied: new Set(),
     counts: {},
+    trace: [],
   };
   let gateway = options.gateway;
   let kills = 0;
@@ -79,11 +80,14 @@ export async function runModel(options: ModelOptions): Promise<ModelFigures> {
       await gateway.kill('SIGKILL');
       gateway = options.startGateway();
       kills++;
+      ctx.trace.push(`step ${step}: gateway killed and restarted`);
     }
     if (step % options.checkEvery === 0 || step === options.steps) {
       checks++;
       const found = await check(options, await usableClient(), known, ctx.copied);
       problems.push(...found.problems.map((p) => `after step ${step}: ${p}`));
+      if (found.problems.length) problems.push('what happened before (oldest first):', ...ctx.trace);
+      ctx.trace.length = 0;
       known = found.known;
       ctx.copied.clear();
       log(`step ${step}: checked, ${found.size} messages, ${found.problems.length} problems`);

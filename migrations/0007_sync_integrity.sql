@@ -7,3 +7,9 @@ CREATE INDEX emails_orphaned ON emails (account_id, orphaned_at_ms) WHERE orphan
 -- Emails that were already in no folder (their deletion was pending in the account's object) are due now.
 UPDATE emails SET orphaned_at_ms = 0 WHERE NOT EXISTS (SELECT 1 FROM email_folders WHERE email_id = emails.id);
 
+
+-- Each copy's own flags (NULL: not known yet, from before this migration). An email in several
+-- folders is unread while no copy is \Seen and starred while some copy is \Flagged, so expunging
+-- the only flagged copy unstars it.
+ALTER TABLE email_folders ADD COLUMN seen INTEGER;
+ALTER TABLE email_folders ADD COLUMN flagged INTEGER;

@@ -127,6 +127,8 @@ export async function applyModify(
   const before = await loadEmail(env, plan.emailId, accountId);
   if (!before) throw notFound('Email');
   const statements: D1PreparedStatement[] = [];
+  const unread = plan.wanted.unread === undefined ? before.row.unread : plan.wanted.unread ? 1 : 0;
+  const starred = plan.wanted.starred === undefined ? before.row.starred : plan.wanted.starred ? 1 : 0;
   let folderIds = [...before.folder_ids];
   plan.effects.forEach((effect, i) => {
     if (effect.out) {
@@ -140,11 +142,25 @@ export async function applyModify(
       if (!folderIds.includes(effect.into)) folderIds.push(effect.into);
       statements.push(
         db
-          .prepare('INSERT OR REPLACE INTO email_folders (email_id, folder_id, account_id, uid) VALUES (?, ?, ?, ?)')
-          .bind(plan.emailId, effect.into, accountId, uid),
+          .prepare(
+            'INSERT OR REPLACE INTO email_folders (email_id, folder_id, account_id, uid, seen, flagged) VALUES (?, ?, ?, ?, ?, ?)',
+          )
+          .bind(plan.emailId, effect.into, accountId, uid, unread ? 0 : 1, starred),
       );
     }
   });
+  // Flags were set on every copy: each copy's own flags say so too.
+  if (plan.wanted.unread !== undefined || plan.wanted.starred !== undefined) {
+    statements.push(
+      db
+        .prepare('UPDATE email_folders SET seen = COALESCE(?, seen), flagged = COALESCE(?, flagged) WHERE email_id = ?')
+        .bind(
+          plan.wanted.unread === undefined ? null : unread ? 0 : 1,
+          plan.wanted.starred === undefined ? null : starred,
+          plan.emailId,
+        ),
+    );
+  }
   const { results: roles } = await db
     .prepare('SELECT id, role FROM folders WHERE account_id = ?')
     .bind(accountId)
@@ -152,8 +168,8 @@ export async function applyModify(
   const roleOf = new Map(roles.map((f) => [f.id, f.role]));
   const row: EmailRow = {
     ...before.row,
-    unread: plan.wanted.unread === undefined ? before.row.unread : plan.wanted.unread ? 1 : 0,
-    starred: plan.wanted.starred === undefined ? before.row.starred : plan.wanted.starred ? 1 : 0,
+    unread,
+    starred,
     role: folderIds.length ? mainRole(folderIds.map((id) => roleOf.get(id) ?? 'UNKNOWN')) : before.row.role,
   };
   folderIds.sort();

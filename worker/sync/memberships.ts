@@ -48,18 +48,23 @@ export async function membershipsByUid(
   return out;
 }
 
-/** For each email, the folders it is in (and the UID there), in one query per chunk. */
-export async function membershipsOf(
-  state: SyncState,
-  emailIds: string[],
-): Promise<Map<string, { folder_id: string; uid: number }[]>> {
-  const out = new Map<string, { folder_id: string; uid: number }[]>();
+/** One copy of an email: its folder, its UID there and its own flags (null: not known). */
+export interface Membership {
+  folder_id: string;
+  uid: number;
+  seen: number | null;
+  flagged: number | null;
+}
+
+/** For each email, the folders it is in (UID and flags there), in one query per chunk. */
+export async function membershipsOf(state: SyncState, emailIds: string[]): Promise<Map<string, Membership[]>> {
+  const out = new Map<string, Membership[]>();
   for (const part of chunks([...new Set(emailIds)])) {
     const { results } = await state.env.DB.prepare(
-      `SELECT email_id, folder_id, uid FROM email_folders WHERE email_id IN (${placeholders(part.length)})`,
+      `SELECT email_id, folder_id, uid, seen, flagged FROM email_folders WHERE email_id IN (${placeholders(part.length)})`,
     )
       .bind(...part)
-      .all<{ email_id: string; folder_id: string; uid: number }>();
+      .all<Membership & { email_id: string }>();
     for (const r of results) out.set(r.email_id, [...(out.get(r.email_id) ?? []), r]);
   }
   return out;
@@ -79,12 +84,15 @@ export async function applyFlags(
     where.folder.id,
     updates.map((u) => u.uid),
   );
-  const wanted = new Map<string, FlagState>();
+  const copies = new Map<string, FlagState>();
   for (const u of updates) {
     const emailId = byUid.get(u.uid);
-    if (emailId) wanted.set(emailId, flagState(u.flags));
+    if (!emailId) continue;
+    const flags = flagState(u.flags);
+    copies.set(emailId, flags);
+    result.statements.push(copyFlagsStatement(state, where.folder.id, u.uid, flags));
   }
-  if (wanted.size) await refreshEmails(state, [...wanted.keys()], result, { flags: wanted });
+  if (copies.size) await refreshEmails(state, [...copies.keys()], result, { folder: where.folder, copies });
   return result;
 }
 
@@ -192,20 +200,42 @@ export async function detach(state: SyncState, folder: FolderRow, uids: number[]
     const stillFiled = emailIds.filter((id) => (memberships.get(id) ?? []).some((m) => m.folder_id !== folder.id));
     result.orphans.push(...emailIds.filter((id) => !stillFiled.includes(id)));
     if (stillFiled.length)
-      await refreshEmails(state, stillFiled, result, { folderRemoved: folder.id }, { unitPerEmail: false });
+      await refreshEmails(state, stillFiled, result, { folder, removed: true }, { unitPerEmail: false });
     endUnit(result);
   }
 }
 
+/** Writes one copy's flags (the email's own flags are recomputed from its copies). */
+export function copyFlagsStatement(state: SyncState, folderId: string, uid: number, flags: FlagState) {
+  return state.env.DB.prepare('UPDATE email_folders SET seen = ?, flagged = ? WHERE folder_id = ? AND uid = ?').bind(
+    flags.unread ? 0 : 1,
+    flags.starred ? 1 : 0,
+    folderId,
+    uid,
+  );
+}
+
 /**
- * Recompute role and flags of emails whose folders or flags changed, write what differs, and
- * emit one email.update for each email that really changed.
+ * An email's flags from its copies: unread while no copy is \Seen, starred while some copy is
+ * \Flagged. A copy whose flags are not known yet counts with the email's current flags.
+ */
+export function combinedFlags(copies: Membership[], current: { unread: number; starred: number }) {
+  if (copies.length === 0) return current;
+  const seen = copies.some((c) => (c.seen ?? (current.unread ? 0 : 1)) === 1);
+  const flagged = copies.some((c) => (c.flagged ?? current.starred) === 1);
+  return { unread: seen ? 0 : 1, starred: flagged ? 1 : 0 };
+}
+
+/**
+ * Recompute folders, role and flags of emails after a change to their copies in `change.folder`
+ * (flags read there, a copy added there, or the copy there removed), write what differs, and emit
+ * one email.update for each email that really changed.
  */
 export async function refreshEmails(
   state: SyncState,
   emailIds: string[],
   result: ChangeResult,
-  change: { flags?: Map<string, FlagState>; folderRemoved?: string; folderAdded?: FolderRow },
+  change: { folder: FolderRow; copies?: Map<string, FlagState>; added?: boolean; removed?: boolean },
   { unitPerEmail = true }: { unitPerEmail?: boolean } = {},
 ): Promise<void> {
   const db = state.env.DB;
@@ -218,21 +248,25 @@ export async function refreshEmails(
     rows.push(...results);
   }
   const records = await loadEmailRecords(state.env, rows);
+  const memberships = await membershipsOf(state, emailIds);
   const folderById = new Map([...state.folders.values()].map((f) => [f.id, f]));
+  const here = change.folder.id;
   const now = isoNow();
 
   for (const record of records) {
     const { row } = record;
-    let folderIds = record.folder_ids;
-    if (change.folderRemoved) folderIds = folderIds.filter((id) => id !== change.folderRemoved);
-    if (change.folderAdded && !folderIds.includes(change.folderAdded.id))
-      folderIds = [...folderIds, change.folderAdded.id];
+    // The copies as they are once this change is written.
+    let copies = (memberships.get(row.id) ?? []).filter((m) => m.folder_id !== here || !change.removed);
+    const flags = change.copies?.get(row.id);
+    if (flags) {
+      const mine = { folder_id: here, uid: 0, seen: flags.unread ? 0 : 1, flagged: flags.starred ? 1 : 0 };
+      copies = [...copies.filter((m) => m.folder_id !== here), mine];
+    }
+    const folderIds = [...new Set(copies.map((m) => m.folder_id))].sort();
     const role = mainRole(folderIds.map((id) => folderById.get(id)?.role ?? 'UNKNOWN'));
-    const flags = change.flags?.get(row.id);
-    const unread = flags ? (flags.unread ? 1 : 0) : row.unread;
-    const starred = flags ? (flags.starred ? 1 : 0) : row.starred;
-    const foldersChanged =
-      folderIds.length !== record.folder_ids.length || folderIds.some((id) => !record.folder_ids.includes(id));
+    const { unread, starred } = combinedFlags(copies, row);
+    const before = [...record.folder_ids].sort();
+    const foldersChanged = folderIds.join() !== before.join();
     if (!foldersChanged && role === row.role && unread === row.unread && starred === row.starred) continue;
 
     result.statements.push(

@@ -23,7 +23,15 @@ import { outgoingByMessageId, outgoingFields, type OutgoingRecord } from '../sen
 import { Threader, threadedMessage } from '../threads/threader.ts';
 import { attachmentRows, buildEmailRow, insertRow } from './email-row.ts';
 import { copyIdentity, emailsByBaseIdentity, identityOf } from './identity.ts';
-import { flagState, membershipsByUid, membershipsOf, refreshEmails, target, type FlagState } from './memberships.ts';
+import {
+  flagState,
+  membershipsByUid,
+  membershipsOf,
+  refreshEmails,
+  target,
+  type FlagState,
+  type Membership,
+} from './memberships.ts';
 import { addEvent, emptyResult, endUnit, type ChangeResult, type SyncState } from './state.ts';
 
 /** At most this many email.update events for one thread merge (a runaway merge stays bounded). */
@@ -107,20 +115,21 @@ export async function applyMessages(
     const elsewhere = stale ? undefined : pickElsewhere(siblings.filter((e) => !here(e)));
     const adopted = stale ?? elsewhere;
     if (adopted) {
+      const copy = {
+        folder_id: folder.id,
+        uid: message.uid,
+        seen: flags.unread ? 0 : 1,
+        flagged: flags.starred ? 1 : 0,
+      };
       result.statements.push(
         stale
           ? db
-              .prepare('UPDATE email_folders SET uid = ? WHERE email_id = ? AND folder_id = ?')
-              .bind(message.uid, stale.id, folder.id)
-          : db
-              .prepare('INSERT INTO email_folders (email_id, folder_id, account_id, uid) VALUES (?, ?, ?, ?)')
-              .bind(adopted.id, folder.id, state.account.accountId, message.uid),
+              .prepare('UPDATE email_folders SET uid = ?, seen = ?, flagged = ? WHERE email_id = ? AND folder_id = ?')
+              .bind(copy.uid, copy.seen, copy.flagged, stale.id, folder.id)
+          : insertMembership(db, adopted.id, state.account.accountId, copy),
         db.prepare('UPDATE emails SET orphaned_at_ms = NULL WHERE id = ?').bind(adopted.id),
       );
-      placed.set(adopted.id, [
-        ...(placed.get(adopted.id) ?? []).filter((m) => m.folder_id !== folder.id),
-        { folder_id: folder.id, uid: message.uid },
-      ]);
+      placed.set(adopted.id, [...(placed.get(adopted.id) ?? []).filter((m) => m.folder_id !== folder.id), copy]);
       adoptedFlags.set(adopted.id, flags);
       endUnit(result);
       continue;
@@ -133,7 +142,7 @@ export async function applyMessages(
     const made = { identity, folder, flags, threader, now, sentByApi };
     const { row, attachments } = await storeNewEmail(state, arrival, made, result);
     copies.set(arrival.base, [...siblings, row]);
-    placed.set(row.id, [{ folder_id: folder.id, uid: message.uid }]);
+    placed.set(row.id, [{ folder_id: folder.id, uid: message.uid, seen: row.unread ? 0 : 1, flagged: row.starred }]);
     if (row.message_id && !repliedTo.has(row.message_id)) repliedTo.set(row.message_id, row.id);
     const inReplyToId = row.in_reply_to ? (repliedTo.get(row.in_reply_to) ?? null) : null;
     const record: EmailRecord = { row, folder_ids: [folder.id], attachments, in_reply_to_id: inReplyToId };
@@ -143,8 +152,16 @@ export async function applyMessages(
 
   // Emails that gained a folder (or their UID back): new role, flags from this copy, one email.update each.
   if (adoptedFlags.size)
-    await refreshEmails(state, [...adoptedFlags.keys()], result, { flags: adoptedFlags, folderAdded: folder });
+    await refreshEmails(state, [...adoptedFlags.keys()], result, { folder, copies: adoptedFlags, added: true });
   return result;
+}
+
+function insertMembership(db: D1Database, emailId: string, accountId: string, copy: Membership) {
+  return db
+    .prepare(
+      'INSERT INTO email_folders (email_id, folder_id, account_id, uid, seen, flagged) VALUES (?, ?, ?, ?, ?, ?)',
+    )
+    .bind(emailId, copy.folder_id, accountId, copy.uid, copy.seen, copy.flagged);
 }
 
 /** Among copies not in the folder yet, the one a move most likely came from: an orphan first. */
@@ -197,9 +214,12 @@ async function storeNewEmail(
       body: mail.plain,
       participants: [mail.from, ...mail.to, ...mail.cc, ...mail.bcc],
     }),
-    db
-      .prepare('INSERT INTO email_folders (email_id, folder_id, account_id, uid) VALUES (?, ?, ?, ?)')
-      .bind(row.id, folder.id, accountId, message.uid),
+    insertMembership(db, row.id, accountId, {
+      folder_id: folder.id,
+      uid: message.uid,
+      seen: row.unread ? 0 : 1,
+      flagged: row.starred,
+    }),
     ...attachments.map((a) => insertRow(db, 'attachments', a)),
     ...countUpStatements(db, row, mail, state.account.ownAddresses),
   );

@@ -78,13 +78,17 @@ export function differences(server: Instance[], service: Service, accountId: str
       problems.push(
         `${instance.path} UID ${instance.uid} is model ${instance.modelId} but its email says ${m.subject}`,
       );
-    // One flag state per email: it must be that of one of its copies (the only one when it has one).
+    // One flag state per email, from its copies: read once any copy is \Seen, starred while any is \Flagged.
     const copies = byEmail
       .get(m.email_id)!
       .map((c) => onServer.get(key(c.path, c.uid)))
       .filter((c) => !!c);
-    if (!copies.some((c) => (m.unread === 1) === !c.seen && (m.starred === 1) === c.flagged))
-      problems.push(`${instance.path} UID ${instance.uid}: flags differ (unread ${m.unread}, starred ${m.starred})`);
+    const unread = !copies.some((c) => c.seen);
+    const starred = copies.some((c) => c.flagged);
+    if ((m.unread === 1) !== unread || (m.starred === 1) !== starred)
+      problems.push(
+        `${instance.path} UID ${instance.uid}: unread ${m.unread} starred ${m.starred}, the server says unread ${unread} starred ${starred}`,
+      );
   }
   for (const m of memberships)
     if (!onServer.has(key(m.path, m.uid)))

@@ -8,6 +8,7 @@
  *   POST /internal/gateway/accounts/{id}/changes        ChangesRequest          → ChangesResponse
  *   POST /internal/gateway/accounts/{id}/status         StatusRequest           → { ok: true }
  *   GET  /internal/gateway/accounts/{id}/outgoing/{key}  (empty body signed)     → OutgoingMessage
+ *   PUT  /internal/gateway/accounts/{id}/sources/{sha256} a large message source → { ok: true }
  *
  * Worker → Gateway: each gateway keeps one WebSocket open to the Worker
  *   GET  /internal/gateway/connect?gateway_id=…&t=…&sig=…   (signature over "CONNECT <gateway_id> <t>")
@@ -73,10 +74,22 @@ export const MessageIn = z.object({
   /** INTERNALDATE, ISO 8601. */
   internal_date: z.string(),
   size: z.number().int().nonnegative(),
-  /** The RFC 822 source, base64. */
+  /** The RFC 822 source, base64 (empty when the source was staged). */
   raw: z.string(),
+  /**
+   * A large source travels apart from the change (no base64 inside JSON, no copy in an RPC): the
+   * gateway first PUTs it to /internal/gateway/accounts/{id}/sources/{sha256}, and names it here
+   * by its SHA-256 (hex).
+   */
+  staged: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/)
+    .optional(),
 });
 export type MessageIn = z.infer<typeof MessageIn>;
+
+/** Sources larger than this many bytes are staged (see `MessageIn.staged`). */
+export const STAGE_SOURCE_BYTES = 2 * 1024 * 1024;
 
 export const FlagUpdate = z.object({
   uid: z.number().int().positive(),

@@ -44,7 +44,7 @@ import {
 } from './imap.ts';
 import { pullInitialSync } from './initial-sync.ts';
 import { errorFields, type Logger } from './log.ts';
-import { MESSAGE_OVERHEAD_BYTES, messageQuery, toFlagUpdate, toMessageIn } from './messages.ts';
+import { MESSAGE_OVERHEAD_BYTES, messageQuery, toFlagUpdate, toRelayed, type StageSource } from './messages.ts';
 import { Aborted, isLeaseLost, WorkerHttpError, type WorkerClient } from './worker-client.ts';
 
 /** Re-issue IDLE this often (servers may drop an IDLE older than 30 minutes, RFC 2177). */
@@ -225,6 +225,9 @@ class Session {
   #notifiedAt = new Map<string, number>();
 
   #initialSync: PendingInitialSync;
+  /** Large sources go to the Worker ahead of their change. */
+  readonly #stage: StageSource = (sha256, source) =>
+    this.#deps.worker.stageSource(this.#accountId, sha256, source, { signal: this.#signal });
 
   constructor(
     accountId: string,
@@ -307,6 +310,7 @@ class Session {
           void (await this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal }));
         await pullInitialSync(plan, {
           client,
+          stage: this.#stage,
           gmail: this.#features.gmail,
           listing: this.#listing,
           send,
@@ -518,8 +522,9 @@ class Session {
       for await (const msg of client.fetch(`${base.last_uid + 1}:*`, query, { uid: true })) {
         // "n:*" also matches the highest UID when it is below n.
         if (msg.uid <= base.last_uid) continue;
-        const message = toMessageIn(msg, gmail);
-        const size = message.raw.length + MESSAGE_OVERHEAD_BYTES;
+        const message = await toRelayed(msg, gmail, this.#stage);
+        // A staged source is not in the change, but the Worker reads it back while applying it.
+        const size = (message.staged ? message.size : message.raw.length) + MESSAGE_OVERHEAD_BYTES;
         if (batch.length && (batch.length >= MAX_BATCH_MESSAGES || bytes + size > MAX_BATCH_BYTES)) await flush(false);
         batch.push(message);
         bytes += size;

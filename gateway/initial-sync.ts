@@ -21,12 +21,14 @@ import {
 } from '../common/relay.ts';
 import { isSelectable } from './imap.ts';
 import type { Logger } from './log.ts';
-import { internalDateOf, MESSAGE_OVERHEAD_BYTES, messageQuery, toMessageIn } from './messages.ts';
+import { internalDateOf, MESSAGE_OVERHEAD_BYTES, messageQuery, toRelayed, type StageSource } from './messages.ts';
 
 const DAY_MS = 24 * 3600 * 1000;
 
 export interface PullDeps {
   client: ImapFlow;
+  /** Stores a large source with the Worker ahead of its change. */
+  stage: StageSource;
   gmail: boolean;
   listing: Map<string, FolderInfo>;
   /** Relays changes; the live sync's cursors are not touched by them. */
@@ -83,7 +85,7 @@ async function pullFolder(folder: PlanFolder, since: number, deps: PullDeps): Pr
     for (const page of pages(inWindow)) {
       const messages: MessageIn[] = [];
       for await (const msg of client.fetch(uidSet(page), messageQuery(deps.gmail), { uid: true }))
-        messages.push(toMessageIn(msg, deps.gmail));
+        messages.push(await toRelayed(msg, deps.gmail, deps.stage));
       messages.sort((a, b) => b.uid - a.uid);
       if (messages.length)
         await deps.send([

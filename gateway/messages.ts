@@ -1,6 +1,7 @@
 /** What the gateway fetches of a message and how it becomes a relayed `MessageIn`: shared by the live sync and the initial sync. */
 import type { FetchMessageObject, FetchQueryObject } from 'imapflow';
-import type { FlagUpdate, MessageIn } from '../common/relay.ts';
+import { createHash } from 'node:crypto';
+import { STAGE_SOURCE_BYTES, type FlagUpdate, type MessageIn } from '../common/relay.ts';
 
 /** JSON overhead of one message besides its base64 source, for the batch size estimate. */
 export const MESSAGE_OVERHEAD_BYTES = 512;
@@ -40,6 +41,22 @@ export function toMessageIn(msg: FetchMessageObject, gmail: boolean): MessageIn 
     internal_date: internalDateOf(msg).toISOString(),
     size: msg.size ?? msg.source?.length ?? 0,
     raw: (msg.source ?? Buffer.alloc(0)).toString('base64'),
+  };
+}
+
+/** Stores a large source with the Worker under its SHA-256 before the change that names it. */
+export type StageSource = (sha256: string, source: Buffer) => Promise<void>;
+
+/** A fetched message as relayed: small sources inline (base64), large ones staged first. */
+export async function toRelayed(msg: FetchMessageObject, gmail: boolean, stage: StageSource): Promise<MessageIn> {
+  const source = msg.source;
+  if (!source || source.length <= STAGE_SOURCE_BYTES) return toMessageIn(msg, gmail);
+  const sha256 = createHash('sha256').update(source).digest('hex');
+  await stage(sha256, source);
+  return {
+    ...toMessageIn({ ...msg, source: Buffer.alloc(0) }, gmail),
+    size: msg.size ?? source.length,
+    staged: sha256,
   };
 }
 

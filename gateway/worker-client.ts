@@ -98,24 +98,38 @@ export class WorkerClient {
     return OutgoingMessage.parse(JSON.parse(text));
   }
 
+  /**
+   * Stores a large message source with the Worker before the change that names it (see
+   * `MessageIn.staged`): the raw bytes, no JSON, signed over their SHA-256.
+   */
+  async stageSource(accountId: string, sha256: string, source: Uint8Array, opts?: PostOptions): Promise<void> {
+    const path = `${accountPath(accountId)}/sources/${sha256}`;
+    await this.#send('PUT', path, source, 'message/rfc822', null, opts);
+  }
+
+  #post<S extends z.ZodType>(path: string, payload: unknown, schema: S | null, opts: PostOptions = {}) {
+    return this.#send('POST', path, JSON.stringify(payload), 'application/json', schema, opts);
+  }
+
   /** Retries network failures, 5xx and 429 with backoff; 4xx throws WorkerHttpError; abort throws Aborted. */
-  async #post<S extends z.ZodType>(
+  async #send<S extends z.ZodType>(
+    method: 'POST' | 'PUT',
     path: string,
-    payload: unknown,
+    body: string | Uint8Array,
+    contentType: string,
     schema: S | null,
     opts: PostOptions = {},
   ): Promise<z.infer<S>> {
     const url = new URL(path, this.#base);
-    const body = JSON.stringify(payload);
     for (let attempt = 0; ; attempt++) {
       if (opts.signal?.aborted) throw new Aborted(`aborted: ${path}`);
       let failure: string;
       try {
-        const signature = await signRequest(this.#secret, { method: 'POST', path: url.pathname, body });
+        const signature = await signRequest(this.#secret, { method, path: url.pathname, body });
         const signals = [AbortSignal.timeout(REQUEST_TIMEOUT_MS), ...(opts.signal ? [opts.signal] : [])];
         const res = await fetch(url, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', [GATEWAY_SIGNATURE_HEADER]: signature },
+          method,
+          headers: { 'content-type': contentType, [GATEWAY_SIGNATURE_HEADER]: signature },
           body,
           signal: AbortSignal.any(signals),
         });

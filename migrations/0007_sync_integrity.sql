@@ -13,3 +13,7 @@ UPDATE emails SET orphaned_at_ms = 0 WHERE NOT EXISTS (SELECT 1 FROM email_folde
 -- the only flagged copy unstars it.
 ALTER TABLE email_folders ADD COLUMN seen INTEGER;
 ALTER TABLE email_folders ADD COLUMN flagged INTEGER;
+
+-- Large sources are staged by the gateway under their SHA-256 and become the raw source of the email
+-- made from them; identical copies share one object, so it is deleted only when no email refers to it.
+CREATE INDEX emails_staged_raw ON emails (raw_key) WHERE raw_key GLOB '*/staged/*';

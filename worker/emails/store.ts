@@ -9,6 +9,8 @@ export const blobKeys = {
   bodies: (accountId: string, digest: string) => `accounts/${accountId}/bodies/${digest}.json`,
   attachment: (accountId: string, digest: string, index: number) =>
     `accounts/${accountId}/attachments/${digest}/${index}`,
+  /** A large source the gateway stored ahead of its change, by SHA-256; it becomes the email's raw source. */
+  staged: (accountId: string, sha256: string) => `accounts/${accountId}/staged/${sha256}.eml`,
   accountPrefix: (accountId: string) => `accounts/${accountId}/`,
 };
 

@@ -32,4 +32,16 @@ export async function writeResult(env: Env, result: ChangeResult): Promise<void>
     result.blobs.map((b) => env.BLOBS.put(b.key, b.body, { httpMetadata: { contentType: b.contentType } })),
   );
   for (const batch of d1Batches(result)) await env.DB.batch(batch);
+  for (const key of result.unusedStaged) if (!(await blobInUse(env, key))) await env.BLOBS.delete(key);
+}
+
+/** Whether an email's raw source is this R2 object (staged sources are shared by identical copies). */
+export async function blobInUse(env: Env, key: string, exceptEmailId = ''): Promise<boolean> {
+  // The GLOB term repeats the partial index's condition, so SQLite answers from that index.
+  const row = await env.DB.prepare(
+    "SELECT 1 AS used FROM emails WHERE raw_key = ? AND raw_key GLOB '*/staged/*' AND id != ? LIMIT 1",
+  )
+    .bind(key, exceptEmailId)
+    .first();
+  return row !== null;
 }

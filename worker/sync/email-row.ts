@@ -44,15 +44,20 @@ export interface NewEmail {
   now: string;
 }
 
+/** What an email's R2 keys are derived from: its identity, so a retried change rewrites the same objects. */
+const blobDigest = async (accountId: string, identity: string): Promise<string> =>
+  (await sha256Hex(`${accountId}\n${identity}`)).slice(0, 40);
+
 /** The row of a new email; its R2 objects are added to `result.blobs`. */
 export async function buildEmailRow(e: NewEmail, raw: Uint8Array, result: ChangeResult): Promise<EmailRow> {
   const { mail, message, accountId } = e;
-  const digest = (await sha256Hex(`${accountId}\n${e.identity}`)).slice(0, 40);
+  const digest = await blobDigest(accountId, e.identity);
   const dateMs = mail.date_ms ?? (Date.parse(message.internal_date) || Date.now());
   const isDraft = e.flags.draft || e.folder.role === 'DRAFTS';
 
-  const rawKey = blobKeys.raw(accountId, digest);
-  result.blobs.push({ key: rawKey, body: raw, contentType: 'message/rfc822' });
+  // A staged source already is in R2: it becomes the raw source as it is (no second copy of a large message).
+  const rawKey = message.staged ? blobKeys.staged(accountId, message.staged) : blobKeys.raw(accountId, digest);
+  if (!message.staged) result.blobs.push({ key: rawKey, body: raw, contentType: 'message/rfc822' });
   const headersJson = JSON.stringify(mail.headers);
   const bodiesOutside = utf8Length(mail.html) + utf8Length(mail.plain) > INLINE_BODY_MAX_BYTES;
   const headersOutside = utf8Length(headersJson) > INLINE_HEADERS_MAX_BYTES;
@@ -107,11 +112,12 @@ export async function buildEmailRow(e: NewEmail, raw: Uint8Array, result: Change
 }
 
 /** Attachment rows of a new email; each attachment's bytes go to R2 under the email's digest. */
-export function attachmentRows(row: EmailRow, mail: ParsedMessage, result: ChangeResult): AttachmentRow[] {
-  const digest = row
-    .raw_key!.split('/')
-    .pop()!
-    .replace(/\.eml$/, '');
+export async function attachmentRows(
+  row: EmailRow,
+  mail: ParsedMessage,
+  result: ChangeResult,
+): Promise<AttachmentRow[]> {
+  const digest = await blobDigest(row.account_id, row.identity);
   return mail.attachments.map((a, index) => {
     const key = blobKeys.attachment(row.account_id, digest, index);
     result.blobs.push({ key, body: a.content, contentType: a.mime || 'application/octet-stream' });

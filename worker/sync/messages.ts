@@ -11,7 +11,7 @@ import type { MessageIn } from '../../common/relay.ts';
 import { countUpStatements } from '../contacts/counts.ts';
 import { emailEventData } from '../emails/events.ts';
 import type { AttachmentRow, EmailRecord, EmailRow } from '../emails/present.ts';
-import { loadEmailRecords } from '../emails/store.ts';
+import { blobKeys, loadEmailRecords } from '../emails/store.ts';
 import type { FolderRow } from '../folders/present.ts';
 import { parseMessage } from '../ingest/parse.ts';
 import type { ParsedMessage } from '../ingest/types.ts';
@@ -67,6 +67,9 @@ export async function applyMessages(
     ? (m: MessageIn) => !!state.initialSync?.accepts(path, uidvalidity, m)
     : (m: MessageIn) => m.uid > cursor.last_uid || cursor.resync;
   const fresh = messages.filter((m) => !known.has(m.uid) && wanted(m));
+  const staged = (m: MessageIn) => (m.staged ? [blobKeys.staged(state.account.accountId, m.staged)] : []);
+  // Staged sources of messages passed over here are not needed (unless an email already uses them).
+  result.unusedStaged.push(...messages.filter((m) => !fresh.includes(m)).flatMap(staged));
   if (initial)
     state.initialSync?.pulled(
       path,
@@ -78,7 +81,7 @@ export async function applyMessages(
 
   const arrivals: Arrival[] = await Promise.all(
     fresh.map(async (message) => {
-      const raw = fromBase64(message.raw);
+      const raw = message.staged ? await stagedSource(state, message.staged) : fromBase64(message.raw);
       const mail = await parseMessage(raw);
       return { message, raw, mail, base: await identityOf(message, mail) };
     }),
@@ -131,11 +134,15 @@ export async function applyMessages(
       );
       placed.set(adopted.id, [...(placed.get(adopted.id) ?? []).filter((m) => m.folder_id !== folder.id), copy]);
       adoptedFlags.set(adopted.id, flags);
+      result.unusedStaged.push(...staged(message));
       endUnit(result);
       continue;
     }
     // A renumbered folder is read again from its start: its mail from before the connect stays out.
-    if (!initial && cursor.resync && Date.parse(message.internal_date) < state.account.connectedAtMs) continue;
+    if (!initial && cursor.resync && Date.parse(message.internal_date) < state.account.connectedAtMs) {
+      result.unusedStaged.push(...staged(message));
+      continue;
+    }
 
     const identity = copyIdentity(arrival.base, nextCopy(siblings));
     const sentByApi = arrival.mail.message_id ? outgoing.get(arrival.mail.message_id) : undefined;
@@ -162,6 +169,13 @@ function insertMembership(db: D1Database, emailId: string, accountId: string, co
       'INSERT INTO email_folders (email_id, folder_id, account_id, uid, seen, flagged) VALUES (?, ?, ?, ?, ?, ?)',
     )
     .bind(emailId, copy.folder_id, accountId, copy.uid, copy.seen, copy.flagged);
+}
+
+/** A source the gateway staged in R2 before the change (see `MessageIn.staged`). */
+async function stagedSource(state: SyncState, sha256: string): Promise<Uint8Array> {
+  const object = await state.env.BLOBS.get(blobKeys.staged(state.account.accountId, sha256));
+  if (!object) throw new Error(`the staged source ${sha256} is missing`);
+  return new Uint8Array(await object.arrayBuffer());
 }
 
 /** Among copies not in the folder yet, the one a move most likely came from: an orphan first. */
@@ -203,7 +217,7 @@ async function storeNewEmail(
     result,
   );
   Object.assign(row, outgoingFields(row, made.sentByApi));
-  const attachments = attachmentRows(row, mail, result);
+  const attachments = await attachmentRows(row, mail, result);
   result.statements.push(
     insertRow(db, 'emails', row),
     ...threader.record(row.id, row.thread_id, threadedMessage(mail, row.date_ms, message.gm_thrid)),

@@ -11,6 +11,7 @@ import type { EmailRow } from '../emails/present.ts';
 import { loadEmailRecords } from '../emails/store.ts';
 import type { Env } from '../env.ts';
 import { eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
+import { blobInUse } from './commit.ts';
 
 /** An email expunged from its last folder waits this long for the other side of a move to arrive. */
 export const ORPHAN_GRACE_MS = 1_500;
@@ -56,9 +57,9 @@ export async function deleteDueOrphans(env: Env, accountId: string, now: number)
       eventStatement(db, event),
     ]);
     events.push(event);
-    const keys = [row.raw_key, row.body_key, ...record.attachments.map((a) => a.blob_key)].filter(
-      (k): k is string => !!k,
-    );
+    // A staged source may be the raw source of an identical copy too.
+    const raw = row.raw_key && !(await blobInUse(env, row.raw_key, row.id)) ? row.raw_key : null;
+    const keys = [raw, row.body_key, ...record.attachments.map((a) => a.blob_key)].filter((k): k is string => !!k);
     if (keys.length) await env.BLOBS.delete(keys);
   }
   return events;

@@ -43,6 +43,8 @@ export interface ChangeResult {
   events: OutboxEvent[];
   /** R2 objects to write before the D1 batch. */
   blobs: { key: string; body: Uint8Array | string; contentType: string }[];
+  /** Staged sources this change did not make an email of: deleted after the batch unless an email refers to them. */
+  unusedStaged: string[];
   /** Emails this change left in no folder (marked in D1 in the same batch): the object sets its alarm. */
   orphans: string[];
   /**
@@ -53,7 +55,14 @@ export interface ChangeResult {
   unitEnds: number[];
 }
 
-export const emptyResult = (): ChangeResult => ({ statements: [], events: [], blobs: [], orphans: [], unitEnds: [] });
+export const emptyResult = (): ChangeResult => ({
+  statements: [],
+  events: [],
+  blobs: [],
+  unusedStaged: [],
+  orphans: [],
+  unitEnds: [],
+});
 
 export const endUnit = (result: ChangeResult): void => void result.unitEnds.push(result.statements.length);
 

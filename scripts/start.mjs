@@ -95,6 +95,8 @@ const worker = spawn(
       '--persist-to',
       persistTo,
       '--show-interactive-dev-session=false',
+      // Local dev runs no cron: GET /__scheduled runs the minute sweep now (tests, benchmarks, by hand).
+      '--test-scheduled',
       ...overrides,
     ],
     { stdio: 'inherit', detached: true },

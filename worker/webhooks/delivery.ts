@@ -18,6 +18,7 @@ import { makeCall, type Outcome, type SecretCache } from './call.ts';
 import { DELIVERY_SELECT, type DeliveryRow, WAITING_STATUSES } from './conversations.ts';
 import {
   type DeliveryOptions,
+  CLAIM_AHEAD,
   leaseMs,
   MAX_CALLS_IN_FLIGHT,
   MAX_QUEUE_DELAY_SECONDS,
@@ -168,44 +169,64 @@ async function attempt(
   return { ...row, ...updated };
 }
 
+/** Wakes whoever waits for the pool's state to change (a row claimed, taken, or the claims over). */
+class Signal {
+  #waiters: (() => void)[] = [];
+  wait(): Promise<void> {
+    return new Promise((resolve) => this.#waiters.push(resolve));
+  }
+  notify(): void {
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    for (const wake of waiters) wake();
+  }
+}
+
 /**
- * Makes the due calls among `ids`, at most MAX_CALLS_IN_FLIGHT at a time, each claimed only when a
- * slot is free for it. Returns the ids whose handling failed (a database error): the caller has the
- * queue retry their messages, and the sweep re-sends whatever a lease still holds.
+ * Makes the due calls among `ids` with MAX_CALLS_IN_FLIGHT slots. Claims run ahead of the slots by
+ * at most CLAIM_AHEAD calls (so a claimed call waits for a slot at most a few calls' time, which its
+ * lease covers), and outcomes are written in groups: a few D1 round trips per dozen calls. Returns the ids whose handling failed (a
+ * database error): the caller has the queue retry their messages, and the sweep re-sends whatever a
+ * lease still holds.
  */
 export async function deliverConversations(env: Env, options: DeliveryOptions, ids: string[]): Promise<Set<string>> {
   const failed = new Set<string>();
   const todo = [...new Set(ids)];
+  const ready: DeliveryRow[] = [];
+  const changed = new Signal();
+  let claimsOver = false;
   const recorder = new Recorder(env.DB);
   const io = { secrets: new Map() as SecretCache, write: (s: D1PreparedStatement) => recorder.write(s) };
-  const inFlight = new Set<Promise<void>>();
-  while (todo.length || inFlight.size) {
-    const free = MAX_CALLS_IN_FLIGHT - inFlight.size;
-    if (free > 0 && todo.length) {
-      const group = todo.splice(0, free);
-      let rows: DeliveryRow[];
+
+  const claimer = async () => {
+    while (todo.length) {
+      while (ready.length > CLAIM_AHEAD / 2) await changed.wait();
+      const group = todo.splice(0, CLAIM_AHEAD - ready.length);
       try {
-        rows = await claim(env.DB, group, options);
+        ready.push(...(await claim(env.DB, group, options)));
       } catch (err) {
         console.error(`claiming ${group.length} webhook calls failed:`, (err as Error).message);
         for (const id of [...group, ...todo.splice(0)]) failed.add(id);
-        continue;
       }
-      for (const row of rows) {
-        const call: Promise<void> = attempt(env, options, row, io, false).then(
-          () => void inFlight.delete(call),
-          (err: unknown) => {
-            console.error(`recording webhook call ${row.id} failed:`, (err as Error).message);
-            failed.add(row.id);
-            inFlight.delete(call);
-          },
-        );
-        inFlight.add(call);
-      }
-      continue;
+      changed.notify();
     }
-    await Promise.race(inFlight);
-  }
+    claimsOver = true;
+    changed.notify();
+  };
+  const slot = async () => {
+    for (;;) {
+      const row = ready.shift();
+      if (row) {
+        changed.notify();
+        await attempt(env, options, row, io, false).catch((err: unknown) => {
+          console.error(`recording webhook call ${row.id} failed:`, (err as Error).message);
+          failed.add(row.id);
+        });
+      } else if (claimsOver) return;
+      else await changed.wait();
+    }
+  };
+  await Promise.all([claimer(), ...Array.from({ length: MAX_CALLS_IN_FLIGHT }, slot)]);
   return failed;
 }
 

@@ -57,8 +57,12 @@ export function retryDelayMs(attempts: number, random: () => number): number | n
  */
 export const MAX_QUEUE_DELAY_SECONDS = 12 * 60 * 60;
 
+/** Calls claimed ahead of the free slots, at most: four rounds of calls. */
+export const CLAIM_AHEAD = 4 * MAX_CALLS_IN_FLIGHT;
+
 /**
- * How long a claim keeps others off a call: the timeout plus room for the database writes. A call
- * is claimed only when a slot is free for it, so it goes on the wire right after its claim.
+ * How long a claim keeps others off a call: its wait for a slot (at most CLAIM_AHEAD calls ahead of
+ * it, four rounds), the call itself, and room for the database writes.
  */
-export const leaseMs = (options: DeliveryOptions) => options.timeoutMs + MINUTE;
+export const leaseMs = (options: DeliveryOptions) =>
+  (CLAIM_AHEAD / MAX_CALLS_IN_FLIGHT + 1) * options.timeoutMs + MINUTE;

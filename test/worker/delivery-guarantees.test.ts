@@ -44,19 +44,28 @@ function switchableDb(db: D1Database) {
   };
   const real = new WeakMap<object, D1PreparedStatement>();
   const wrap = (statement: D1PreparedStatement): D1PreparedStatement => {
+    const guarded =
+      <A extends unknown[], R>(run: (...args: A) => Promise<R>) =>
+      async (...args: A) => {
+        check();
+        return run(...args);
+      };
     const wrapped = {
       bind: (...values: unknown[]) => wrap(statement.bind(...values)),
-      first: async (column?: string) => (check(), column ? statement.first(column) : statement.first()),
-      all: async () => (check(), statement.all()),
-      run: async () => (check(), statement.run()),
-      raw: async () => (check(), statement.raw()),
+      first: guarded((column?: string) => (column ? statement.first(column) : statement.first())),
+      all: guarded(() => statement.all()),
+      run: guarded(() => statement.run()),
+      raw: guarded(() => statement.raw()),
     } as unknown as D1PreparedStatement;
     real.set(wrapped, statement);
     return wrapped;
   };
   const wrappedDb = {
     prepare: (sql: string) => wrap(db.prepare(sql)),
-    batch: async (statements: D1PreparedStatement[]) => (check(), db.batch(statements.map((s) => real.get(s) ?? s))),
+    batch: async (statements: D1PreparedStatement[]) => {
+      check();
+      return db.batch(statements.map((s) => real.get(s) ?? s));
+    },
   } as unknown as D1Database;
   return { db: wrappedDb, state };
 }

@@ -6,6 +6,7 @@
 import { env } from 'cloudflare:workers';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Env, WebhookQueueMessage } from '../../worker/env.ts';
+import { MAX_CALLS_PER_INVOCATION } from '../../worker/webhooks/consumer.ts';
 import { UNRECORDED_ATTEMPT } from '../../worker/webhooks/delivery.ts';
 import { deliveryOptions, MAX_CALLS_IN_FLIGHT } from '../../worker/webhooks/schedule.ts';
 import { runSweep } from '../../worker/webhooks/sweep.ts';
@@ -177,5 +178,27 @@ describe('at-least-once delivery', () => {
     expect(most).toBe(MAX_CALLS_IN_FLIGHT);
     const rows = await conversations();
     expect(rows.filter((r) => r.status === 'delivered' && r.attempts === 1)).toHaveLength(40);
+  });
+
+  it(`makes at most ${MAX_CALLS_PER_INVOCATION} calls per invocation and puts the rest back on the queue`, async () => {
+    for (let i = 0; i < 10; i++) await createEndpoint();
+    const events = [];
+    const count = MAX_CALLS_PER_INVOCATION / 10 + 2;
+    for (let i = 0; i < count; i++) events.push(await writeEvent('email.new', null, emailData()));
+    const sub = subscriber(200);
+    const { env: testEnv, sent } = recordingEnv();
+    const opts = deliveryOptions({ fetch: sub.fetch, timeoutMs: 5_000 });
+    const result = await consume(testEnv, opts, events.map(eventMessage));
+    expect(result.explicitAcks).toHaveLength(count);
+    expect(sub.calls).toHaveLength(MAX_CALLS_PER_INVOCATION);
+    expect(sent).toHaveLength(20);
+    expect(sent.every((s) => s.body.kind === 'delivery')).toBe(true);
+    await consume(
+      testEnv,
+      opts,
+      sent.map((s) => s.body),
+    );
+    expect(sub.calls).toHaveLength(count * 10);
+    expect((await conversations()).every((r) => r.status === 'delivered' && r.attempts === 1)).toBe(true);
   });
 });

@@ -100,7 +100,8 @@ export class GatewayObject extends DurableObject<Env> {
       );
     }
     // A superseded socket is closed once its last request is answered.
-    if (ws !== this.newestLive() && !this.holdsRequests(ws)) this.retire(ws, 'replaced by a new connection');
+    const newest = this.newestLive();
+    if (newest && ws !== newest && !this.holdsRequests(ws)) this.retire(ws, 'replaced by a new connection');
   }
 
   override async webSocketClose(ws: WebSocket, code: number): Promise<void> {
@@ -132,18 +133,32 @@ export class GatewayObject extends DurableObject<Env> {
     return answer;
   }
 
-  /** A live socket, or one lost uncleanly a moment ago (the gateway is reconnecting: requests wait for it). */
+  /**
+   * A live socket, or one lost uncleanly a moment ago: gone silent, or dropped, within the time the
+   * gateway needs to notice and reconnect. Requests wait for that reconnect instead of failing.
+   */
   isConnected(): boolean {
     if (this.newestLive()) return true;
-    if (this.ctx.getWebSockets().some((ws) => ws.readyState === WebSocket.OPEN)) return true; // silent, not yet dead
-    return Date.now() - this.lostAt <= RECONNECT_GRACE_MS;
+    const now = Date.now();
+    const silentSince = Math.max(
+      0,
+      ...this.ctx
+        .getWebSockets()
+        .filter((ws) => ws.readyState === WebSocket.OPEN)
+        .map((ws) => this.lastSign(ws)),
+    );
+    return now - silentSince <= DEAD_AFTER_MS + RECONNECT_GRACE_MS || now - this.lostAt <= RECONNECT_GRACE_MS;
   }
 
-  /** Alive: pinged (or opened) within DEAD_AFTER_MS, and open. */
-  private alive(ws: WebSocket): boolean {
-    if (ws.readyState !== WebSocket.OPEN) return false;
+  /** The last ping of a socket, or its opening. */
+  private lastSign(ws: WebSocket): number {
     const lastPing = this.ctx.getWebSocketAutoResponseTimestamp(ws)?.getTime() ?? 0;
-    return Date.now() - Math.max(lastPing, info(ws).opened_ms ?? 0) <= DEAD_AFTER_MS;
+    return Math.max(lastPing, info(ws).opened_ms ?? 0);
+  }
+
+  /** Alive: open, and pinged (or opened) within DEAD_AFTER_MS. */
+  private alive(ws: WebSocket): boolean {
+    return ws.readyState === WebSocket.OPEN && Date.now() - this.lastSign(ws) <= DEAD_AFTER_MS;
   }
 
   private newestLive(): WebSocket | null {

@@ -10,9 +10,17 @@
  * call still due (sweep.ts), so an event reaches its subscribers however long D1 was away.
  */
 import type { Env, WebhookQueueMessage } from '../env.ts';
+import { chunks, QUEUE_BATCH } from '../lib/sql.ts';
 import { deliverConversations } from './delivery.ts';
 import { fanOut } from './fanout.ts';
 import { type DeliveryOptions, deliveryOptions } from './schedule.ts';
+
+/**
+ * Calls one invocation makes at most; the rest go back on the queue as their own messages. Each
+ * call costs an outbound request and a share of the claim and record statements, and an invocation
+ * may make 1,000 subrequests and D1 queries (Workers Paid).
+ */
+export const MAX_CALLS_PER_INVOCATION = 300;
 
 /** Backoff of a failed message: 2, 4, 8 … seconds, at most a minute. */
 const messageRetryDelay = (attempts: number) => Math.min(60, 2 ** attempts);
@@ -48,10 +56,9 @@ export async function handleWebhookBatch(
     console.error(`webhook fan-out of ${events.length} events failed:`, (err as Error).message);
     fanOutFailed = true;
   }
-  const failed = await deliverConversations(env, options, [
-    ...fanned.map((f) => f.id),
-    ...deliveries.map((m) => m.body.conversation_id),
-  ]);
+  const ids = [...new Set([...fanned.map((f) => f.id), ...deliveries.map((m) => m.body.conversation_id)])];
+  await requeue(env, ids.slice(MAX_CALLS_PER_INVOCATION));
+  const failed = await deliverConversations(env, options, ids.slice(0, MAX_CALLS_PER_INVOCATION));
   const failedEvents = new Set(fanned.filter((f) => failed.has(f.id)).map((f) => f.event_id));
   for (const message of events) {
     if (fanOutFailed || failedEvents.has(message.body.event_id)) retry(message);
@@ -60,5 +67,18 @@ export async function handleWebhookBatch(
   for (const message of deliveries) {
     if (failed.has(message.body.conversation_id)) retry(message);
     else message.ack();
+  }
+}
+
+/** Calls left for another invocation. They are waiting and due in D1, so if this fails the sweep sends them. */
+async function requeue(env: Env, ids: string[]): Promise<void> {
+  for (const part of chunks(ids, QUEUE_BATCH)) {
+    try {
+      await env.WEBHOOKS.sendBatch(
+        part.map((conversation_id) => ({ body: { kind: 'delivery' as const, conversation_id } })),
+      );
+    } catch (err) {
+      console.error(`re-enqueueing ${part.length} webhook calls failed; the sweep will:`, (err as Error).message);
+    }
   }
 }

@@ -17,6 +17,8 @@ import { trackingCleanup } from '../tracking/limits.ts';
 import { WAITING_STATUSES } from './conversations.ts';
 
 const SWEEP_LIMIT = 500;
+/** Every signed gateway call leaves a nonce for ten minutes: the sweep must keep up with a busy minute. */
+const NONCE_SWEEP_LIMIT = 20_000;
 /** An event younger than this may still be on its way to the queue. */
 const OUTBOX_GRACE_MS = 30_000;
 /**
@@ -75,7 +77,7 @@ export async function runSweep(env: Env, now: number = Date.now()): Promise<Swee
     ).bind(now, SWEEP_LIMIT),
     env.DB.prepare(
       'DELETE FROM gateway_nonces WHERE nonce IN (SELECT nonce FROM gateway_nonces WHERE expires_ms < ? LIMIT ?)',
-    ).bind(now, SWEEP_LIMIT),
+    ).bind(now, NONCE_SWEEP_LIMIT),
     trackingCleanup(env.DB, now, SWEEP_LIMIT),
   ]);
   return {

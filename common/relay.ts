@@ -273,19 +273,17 @@ export type OutgoingMessage = z.infer<typeof OutgoingMessage>;
 export const OutgoingResult = z.object({ message_id: z.string() });
 export type OutgoingResult = z.infer<typeof OutgoingResult>;
 
-/** One mailbox change of a `modify` request; a message is addressed by folder path and UID. */
+/**
+ * One mailbox change of a `modify` request; a message is addressed by folder path, UIDVALIDITY and
+ * UID, and the gateway refuses a step whose folder was renumbered since.
+ */
+const At = { path: z.string(), uidvalidity: z.number().int().nonnegative(), uid: z.number().int().positive() };
 export const ModifyStep = z.discriminatedUnion('type', [
-  z.object({
-    type: z.literal('flags'),
-    path: z.string(),
-    uid: z.number().int().positive(),
-    add: z.array(z.string()),
-    remove: z.array(z.string()),
-  }),
-  z.object({ type: z.literal('copy'), path: z.string(), uid: z.number().int().positive(), destination: z.string() }),
-  z.object({ type: z.literal('move'), path: z.string(), uid: z.number().int().positive(), destination: z.string() }),
-  /** \Deleted plus UID EXPUNGE of that one message. */
-  z.object({ type: z.literal('delete'), path: z.string(), uid: z.number().int().positive() }),
+  z.object({ type: z.literal('flags'), ...At, add: z.array(z.string()), remove: z.array(z.string()) }),
+  z.object({ type: z.literal('copy'), ...At, destination: z.string() }),
+  z.object({ type: z.literal('move'), ...At, destination: z.string() }),
+  /** \Deleted, then an expunge of that one message only (UID EXPUNGE, or EXPUNGE when no other message is \Deleted). */
+  z.object({ type: z.literal('delete'), ...At }),
 ]);
 export type ModifyStep = z.infer<typeof ModifyStep>;
 

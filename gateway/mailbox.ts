@@ -124,41 +124,90 @@ export class MailboxCommands {
     }
   }
 
-  /** Runs the steps in order; for copies and moves, the destination UID from COPYUID. */
+  /**
+   * Runs the steps in order; for copies and moves, the destination UID (COPYUID, else found by
+   * Message-ID). Each step first makes sure it addresses the message the Worker means: the folder's
+   * UIDVALIDITY is the one the step names, and the UID is there (after a NOOP, so mail that arrived
+   * since this connection's last command is seen too).
+   */
   async modify(steps: ModifyStep[]): Promise<ModifyResult> {
     return this.#withImap(async (client) => {
       const uids: (number | null)[] = [];
       for (const step of steps) {
         const lock = await client.getMailboxLock(step.path);
+        let messageId: string | null;
         try {
-          const range = String(step.uid);
-          switch (step.type) {
-            case 'flags':
-              if (step.add.length) await client.messageFlagsAdd(range, step.add, { uid: true });
-              if (step.remove.length) await client.messageFlagsRemove(range, step.remove, { uid: true });
-              uids.push(null);
-              break;
-            case 'copy':
-            case 'move': {
-              const done =
-                step.type === 'move'
-                  ? await client.messageMove(range, step.destination, { uid: true })
-                  : await client.messageCopy(range, step.destination, { uid: true });
-              if (!done) throw new GatewayError('not_found', `the message is no longer in ${step.path}`);
-              uids.push(done.uidMap?.get(step.uid) ?? null);
-              break;
-            }
-            case 'delete':
-              await client.messageDelete(range, { uid: true });
-              uids.push(null);
-              break;
-          }
+          messageId = await locate(client, step);
+          uids.push(await runStep(client, step));
         } finally {
           lock.release();
         }
+        const last = uids.length - 1;
+        if ((step.type === 'copy' || step.type === 'move') && uids[last] === null && messageId)
+          uids[last] = await findByMessageId(client, step.destination, messageId);
       }
       return { uids };
     });
+  }
+}
+
+/** Checks UIDVALIDITY and presence of the step's message in the selected folder; returns its Message-ID. */
+async function locate(client: ImapFlow, step: ModifyStep): Promise<string | null> {
+  await client.noop();
+  const uidValidity = Number(client.mailbox ? client.mailbox.uidValidity : 0);
+  if (uidValidity !== step.uidvalidity)
+    throw new GatewayError('not_found', `${step.path} was renumbered by the server (UIDVALIDITY changed)`);
+  const found = await client.fetchOne(String(step.uid), { uid: true, envelope: true }, { uid: true });
+  if (!found || found.uid !== step.uid) throw new GatewayError('not_found', `the message is no longer in ${step.path}`);
+  return found.envelope?.messageId ?? null;
+}
+
+async function runStep(client: ImapFlow, step: ModifyStep): Promise<number | null> {
+  const range = String(step.uid);
+  switch (step.type) {
+    case 'flags':
+      if (step.add.length) await client.messageFlagsAdd(range, step.add, { uid: true });
+      if (step.remove.length) await client.messageFlagsRemove(range, step.remove, { uid: true });
+      return null;
+    case 'copy':
+    case 'move': {
+      const done =
+        step.type === 'move'
+          ? await client.messageMove(range, step.destination, { uid: true })
+          : await client.messageCopy(range, step.destination, { uid: true });
+      if (!done) throw new GatewayError('not_found', `the message is no longer in ${step.path}`);
+      return done.uidMap?.get(step.uid) ?? null;
+    }
+    case 'delete':
+      await deleteOne(client, step.uid);
+      return null;
+  }
+}
+
+/**
+ * Removes one message. With UIDPLUS, UID EXPUNGE touches nothing else; without it, a plain EXPUNGE
+ * would also remove every other \Deleted message of the folder, so it runs only when no other
+ * message is marked, and otherwise the message stays marked \Deleted (hidden by mail clients).
+ */
+async function deleteOne(client: ImapFlow, uid: number): Promise<void> {
+  if (client.capabilities.has('UIDPLUS')) {
+    await client.messageDelete(String(uid), { uid: true });
+    return;
+  }
+  await client.messageFlagsAdd(String(uid), ['\\Deleted'], { uid: true });
+  const marked = (await client.search({ deleted: true }, { uid: true })) || [];
+  // Only ours is marked: imapflow's delete (STORE \Deleted, then EXPUNGE) removes just this one.
+  if (marked.length === 1 && marked[0] === uid) await client.messageDelete(String(uid), { uid: true });
+}
+
+/** Without COPYUID: the copy's UID in the destination, the newest message there with that Message-ID. */
+async function findByMessageId(client: ImapFlow, path: string, messageId: string): Promise<number | null> {
+  const lock = await client.getMailboxLock(path, { readOnly: true });
+  try {
+    const found = (await client.search({ header: { 'message-id': messageId } }, { uid: true })) || [];
+    return found.length ? Math.max(...found) : null;
+  } finally {
+    lock.release();
   }
 }
 

@@ -3,7 +3,7 @@ import { runDurableObjectAlarm } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { newId } from '../../worker/lib/ids.ts';
-import { d1Batches } from '../../worker/durable/account-object.ts';
+import { d1Batches } from '../../worker/sync/commit.ts';
 import { api, expectError } from './helpers.ts';
 import {
   createSyncedAccount,
@@ -226,9 +226,11 @@ describe('applying changes', () => {
     });
   });
 
-  it('reports folder changes with events', async () => {
+  it('reports folder changes with events; a folder is deleted once a second listing confirms it', async () => {
     const account = await leased();
     const listing = [...STANDARD_FOLDERS().filter((f) => f.path !== 'Projects/2026'), folder('Receipts', null)];
+    await account.stub.applyChanges(account.gateway, [{ type: 'folders', folders: listing }]);
+    expect((await outbox(account.id)).map((e) => e.type)).toEqual(['email.folder.create']);
     await account.stub.applyChanges(account.gateway, [{ type: 'folders', folders: listing }]);
     const types = (await outbox(account.id)).map((e) => e.type).sort();
     expect(types).toEqual(['email.folder.create', 'email.folder.delete']);

@@ -11,7 +11,8 @@ import { presentEmailSingle, type EmailRecord, type EmailRow } from '../emails/p
 import { loadEmail } from '../emails/store.ts';
 import { eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
 import { mainRole } from '../folders/present.ts';
-import { notFound } from '../lib/errors.ts';
+import { ApiError, notFound } from '../lib/errors.ts';
+import type { CursorState } from '../sync/state.ts';
 import { isoNow } from '../lib/time.ts';
 
 /** What the client asked for; `folder_ids` is the complete new folder set. */
@@ -24,6 +25,7 @@ export interface ModifyWanted {
 interface Location {
   folder_id: string;
   path: string;
+  uidvalidity: number;
   uid: number;
 }
 
@@ -35,13 +37,25 @@ export interface ModifyPlan {
   wanted: ModifyWanted;
 }
 
-async function locations(env: Env, emailId: string): Promise<Location[]> {
+/**
+ * Where the email is on the server: folder path, UIDVALIDITY (the account object's cursor) and UID.
+ * A stale membership (negative UID: its folder is being re-read after a renumbering) cannot be
+ * addressed until the re-read found it again.
+ */
+async function locations(env: Env, emailId: string, cursors: Map<string, CursorState>): Promise<Location[]> {
   const { results } = await env.DB.prepare(
     'SELECT ef.folder_id, f.provider_id AS path, ef.uid FROM email_folders ef JOIN folders f ON f.id = ef.folder_id WHERE ef.email_id = ? ORDER BY ef.folder_id',
   )
     .bind(emailId)
-    .all<Location>();
-  return results;
+    .all<Omit<Location, 'uidvalidity'>>();
+  if (results.length && results.every((l) => l.uid < 0))
+    throw new ApiError(
+      'provider_error',
+      "The email's folder is being read again after the server renumbered it; try again shortly.",
+    );
+  return results
+    .filter((l) => l.uid > 0 && cursors.has(l.path))
+    .map((l) => ({ ...l, uidvalidity: cursors.get(l.path)!.uidvalidity }));
 }
 
 /** Flags first (on every copy, so moved copies carry them), then copies, moves and deletions. */
@@ -50,12 +64,13 @@ export async function planModify(
   accountId: string,
   emailId: string,
   wanted: ModifyWanted,
+  cursors: Map<string, CursorState>,
 ): Promise<ModifyPlan> {
   const row = await env.DB.prepare('SELECT id FROM emails WHERE id = ? AND account_id = ?')
     .bind(emailId, accountId)
     .first<{ id: string }>();
   if (!row) throw notFound('Email');
-  const here = await locations(env, emailId);
+  const here = await locations(env, emailId, cursors);
   if (here.length === 0) throw notFound('Email (it is in no folder right now)');
   const steps: ModifyStep[] = [];
   const effects: ModifyPlan['effects'] = [];
@@ -65,7 +80,7 @@ export async function planModify(
   if (wanted.starred !== undefined) (wanted.starred ? add : remove).push('\\Flagged');
   if (add.length || remove.length) {
     for (const l of here) {
-      steps.push({ type: 'flags', path: l.path, uid: l.uid, add, remove });
+      steps.push({ type: 'flags', path: l.path, uidvalidity: l.uidvalidity, uid: l.uid, add, remove });
       effects.push({ into: null, out: null });
     }
   }
@@ -83,15 +98,15 @@ export async function planModify(
       if (!destination) throw notFound(`Folder ${folderId}`);
       const from = leaving.shift();
       if (from) {
-        steps.push({ type: 'move', path: from.path, uid: from.uid, destination });
+        steps.push({ type: 'move', path: from.path, uidvalidity: from.uidvalidity, uid: from.uid, destination });
         effects.push({ into: folderId, out: from.folder_id });
       } else {
-        steps.push({ type: 'copy', path: source.path, uid: source.uid, destination });
+        steps.push({ type: 'copy', path: source.path, uidvalidity: source.uidvalidity, uid: source.uid, destination });
         effects.push({ into: folderId, out: null });
       }
     }
     for (const l of leaving) {
-      steps.push({ type: 'delete', path: l.path, uid: l.uid });
+      steps.push({ type: 'delete', path: l.path, uidvalidity: l.uidvalidity, uid: l.uid });
       effects.push({ into: null, out: l.folder_id });
     }
   }

@@ -15,21 +15,21 @@ import {
   type GatewayRequest,
 } from '../../common/relay.ts';
 import { ACCOUNT_COLUMNS, presentAccount, type AccountRow } from '../accounts/present.ts';
+import { purgeAccountData } from '../accounts/purge.ts';
 import type { Env } from '../env.ts';
 import { dispatchEvents, eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
-import { emailEventData } from '../emails/events.ts';
-import type { EmailRow } from '../emails/present.ts';
-import { blobKeys, loadEmailRecords } from '../emails/store.ts';
 import { isoNow } from '../lib/time.ts';
-import { ChangeApplier, type ChangeResult, type CursorState } from '../sync/apply.ts';
-import { InitialSync, type InitialSyncStatus } from '../sync/initial-sync.ts';
+import { ChangeApplier } from '../sync/apply.ts';
+import { writeResult } from '../sync/commit.ts';
+import { InitialSync } from '../sync/initial-sync.ts';
+import { deleteDueOrphans, nextOrphanDue, ORPHAN_GRACE_MS } from '../sync/orphans.ts';
+import { runChanges } from '../sync/run-changes.ts';
+import type { ChangeResult } from '../sync/state.ts';
 import { answerOf, callHolder, COMMAND_BUDGET, type CommandAnswer } from '../commands/holder.ts';
 import { applyModify, planModify, type ModifyWanted } from '../commands/modify.ts';
 import { notFound } from '../lib/errors.ts';
+import { AccountStore } from './account-store.ts';
 import { LEASE_TTL_MS, type HolderResult, type Lease } from './lease.ts';
-
-/** An email expunged from its last folder waits this long for its other side of a move to arrive. */
-const ORPHAN_GRACE_MS = 1_500;
 
 export interface AccountInit {
   account_id: string;
@@ -43,36 +43,18 @@ export interface AccountInit {
 }
 
 export class AccountObject extends DurableObject<Env> {
-  private readonly sql: SqlStorage;
+  private readonly store: AccountStore;
   /** Changes of one account are applied strictly one after another. */
   private tail: Promise<unknown> = Promise.resolve();
   /** Commands (send, mailbox actions) run one after another too, on a chain of their own: a slow send never holds up sync. */
   private commandTail: Promise<unknown> = Promise.resolve();
+  /** Whether this instance has looked for orphans a crash may have left without an alarm. */
+  private orphansChecked = false;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    this.sql = ctx.storage.sql;
-    ctx.blockConcurrencyWhile(async () => this.migrate());
-  }
-
-  private migrate(): void {
-    this.sql.exec(`
-      CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-      CREATE TABLE IF NOT EXISTS lease (
-        singleton  INTEGER PRIMARY KEY CHECK (singleton = 1),
-        gateway_id TEXT NOT NULL,
-        expires_at INTEGER NOT NULL
-      );
-      CREATE TABLE IF NOT EXISTS folder_cursors (
-        path            TEXT PRIMARY KEY,
-        uidvalidity     INTEGER NOT NULL,
-        last_uid        INTEGER NOT NULL,
-        highest_modseq  TEXT,
-        resync          INTEGER NOT NULL DEFAULT 0
-      );
-      CREATE TABLE IF NOT EXISTS orphans (email_id TEXT PRIMARY KEY, due_at INTEGER NOT NULL);
-      CREATE TABLE IF NOT EXISTS initial_sync_folders (path TEXT PRIMARY KEY, uidvalidity INTEGER NOT NULL, below_uid INTEGER NOT NULL);
-    `);
+    this.store = new AccountStore(ctx.storage);
+    ctx.blockConcurrencyWhile(async () => this.store.migrate());
   }
 
   private serialize<T>(work: () => Promise<T>): Promise<T> {
@@ -81,99 +63,35 @@ export class AccountObject extends DurableObject<Env> {
     return run;
   }
 
-  // ------------------------------------------------------------------ meta
-
-  private meta(key: string): string | null {
-    const row = this.sql.exec<{ value: string }>('SELECT value FROM meta WHERE key = ?', key).toArray()[0];
-    return row?.value ?? null;
-  }
-
-  private setMeta(key: string, value: string): void {
-    this.sql.exec('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)', key, value);
-  }
-
   private accountContext() {
-    const accountId = this.meta('account_id');
-    if (!accountId || this.meta('removed') === '1') throw new Error('account_gone: this account is not connected');
+    const { store } = this;
+    const accountId = store.meta('account_id');
+    if (!accountId || store.meta('removed') === '1') throw new Error('account_gone: this account is not connected');
     const own = new Set(
-      [this.meta('email'), this.meta('user_id')]
+      [store.meta('email'), store.meta('user_id')]
         .filter((v): v is string => !!v && v.includes('@'))
         .map((v) => v.toLowerCase()),
     );
-    return { accountId, ownAddresses: own, connectedAtMs: Number(this.meta('connected_at_ms') ?? 0) };
-  }
-
-  // ------------------------------------------------------------------ cursors
-
-  private loadCursors(): Map<string, CursorState> {
-    const rows = this.sql
-      .exec<{ path: string; uidvalidity: number; last_uid: number; highest_modseq: string | null; resync: number }>(
-        'SELECT * FROM folder_cursors',
-      )
-      .toArray();
-    return new Map(rows.map((r) => [r.path, { ...r, resync: r.resync === 1 }]));
-  }
-
-  private saveCursors(cursors: Map<string, CursorState>): void {
-    this.ctx.storage.transactionSync(() => {
-      this.sql.exec('DELETE FROM folder_cursors');
-      for (const c of cursors.values()) {
-        this.sql.exec(
-          'INSERT INTO folder_cursors (path, uidvalidity, last_uid, highest_modseq, resync) VALUES (?, ?, ?, ?, ?)',
-          c.path,
-          c.uidvalidity,
-          c.last_uid,
-          c.highest_modseq,
-          c.resync ? 1 : 0,
-        );
-      }
-    });
-  }
-
-  // ------------------------------------------------------------------ initial sync (worker/sync/initial-sync.ts)
-
-  private loadInitialSync(): InitialSync | null {
-    const since = this.meta('initial_sync_since_ms');
-    if (since === null) return null;
-    const rows = this.sql
-      .exec<{ path: string; uidvalidity: number; below_uid: number }>('SELECT * FROM initial_sync_folders')
-      .toArray();
-    const status = (this.meta('initial_sync_status') ?? 'pending') as InitialSyncStatus;
-    return new InitialSync(
-      Number(since),
-      status,
-      new Map(rows.map((r) => [r.path, { uidvalidity: r.uidvalidity, below_uid: r.below_uid }])),
-    );
-  }
-
-  private saveInitialSync(sync: InitialSync): void {
-    this.ctx.storage.transactionSync(() => {
-      this.setMeta('initial_sync_since_ms', String(sync.sinceMs));
-      this.setMeta('initial_sync_status', sync.status);
-      this.sql.exec('DELETE FROM initial_sync_folders');
-      for (const [path, f] of sync.folders) {
-        this.sql.exec(
-          'INSERT INTO initial_sync_folders (path, uidvalidity, below_uid) VALUES (?, ?, ?)',
-          path,
-          f.uidvalidity,
-          f.below_uid,
-        );
-      }
-    });
+    return { accountId, ownAddresses: own, connectedAtMs: Number(store.meta('connected_at_ms') ?? 0) };
   }
 
   /** For the lease: what the initial sync still has to pull, or undefined. */
   initialSyncPlan() {
-    return this.loadInitialSync()?.plan();
+    return this.store.loadInitialSync()?.plan();
   }
 
   cursors(): FolderCursor[] {
-    return [...this.loadCursors().values()].map(({ path, uidvalidity, last_uid, highest_modseq }) => ({
+    return [...this.store.loadCursors().values()].map(({ path, uidvalidity, last_uid, highest_modseq }) => ({
       path,
       uidvalidity,
       last_uid,
       highest_modseq,
     }));
+  }
+
+  /** Messages given up on (recorded with their reason; a later pass or a fix can pick them up again). */
+  skippedMessages() {
+    return this.store.skippedMessages();
   }
 
   // ------------------------------------------------------------------ lifecycle
@@ -184,24 +102,22 @@ export class AccountObject extends DurableObject<Env> {
    */
   async initialize(init: AccountInit): Promise<void> {
     return this.serialize(async () => {
-      this.sql.exec('DELETE FROM meta');
-      this.sql.exec('DELETE FROM folder_cursors');
-      this.sql.exec('DELETE FROM initial_sync_folders');
-      this.sql.exec('DELETE FROM lease');
-      this.setMeta('account_id', init.account_id);
-      this.setMeta('email', init.email);
-      this.setMeta('user_id', init.user_id);
-      this.setMeta('connected_at_ms', String(init.connected_at_ms));
+      const { store } = this;
+      store.reset();
+      store.setMeta('account_id', init.account_id);
+      store.setMeta('email', init.email);
+      store.setMeta('user_id', init.user_id);
+      store.setMeta('connected_at_ms', String(init.connected_at_ms));
       const applier = new ChangeApplier(this.env, this.accountContext(), new Map());
       await applier.loadFolders();
       await this.commit(await applier.applyFolders(init.folders, { baseline: true }));
-      this.saveCursors(applier.cursors);
+      store.saveCursors(applier.cursors);
       if (init.initial_sync_since_ms != null) {
         // What was in each folder at connect (below its UIDNEXT) is what the initial sync may pull.
         const folders = [...applier.cursors.values()]
           .filter((c) => c.last_uid > 0)
           .map((c) => [c.path, { uidvalidity: c.uidvalidity, below_uid: c.last_uid + 1 }] as const);
-        this.saveInitialSync(new InitialSync(init.initial_sync_since_ms, 'pending', new Map(folders)));
+        store.saveInitialSync(new InitialSync(init.initial_sync_since_ms, 'pending', new Map(folders)));
       }
     });
   }
@@ -209,7 +125,7 @@ export class AccountObject extends DurableObject<Env> {
   /** New credentials were given: whoever holds the account must reconnect with them. */
   dropLease(): string | null {
     const holder = this.currentLease()?.gateway_id ?? null;
-    this.sql.exec('DELETE FROM lease');
+    this.store.dropLease();
     return holder;
   }
 
@@ -219,12 +135,10 @@ export class AccountObject extends DurableObject<Env> {
    */
   async remove(): Promise<string | null> {
     return this.serialize(async () => {
-      const accountId = this.meta('account_id');
+      const accountId = this.store.meta('account_id');
       const holder = this.dropLease();
-      this.setMeta('removed', '1');
-      this.sql.exec('DELETE FROM folder_cursors');
-      this.sql.exec('DELETE FROM initial_sync_folders');
-      this.sql.exec('DELETE FROM orphans');
+      this.store.setMeta('removed', '1');
+      this.store.forgetSync();
       await this.ctx.storage.deleteAlarm();
       if (accountId) await purgeAccountData(this.env, accountId);
       return holder;
@@ -234,11 +148,7 @@ export class AccountObject extends DurableObject<Env> {
   // ------------------------------------------------------------------ leases
 
   currentLease(): Lease | null {
-    return (
-      this.sql
-        .exec<{ gateway_id: string; expires_at: number }>('SELECT gateway_id, expires_at FROM lease')
-        .toArray()[0] ?? null
-    );
+    return this.store.lease();
   }
 
   /**
@@ -246,17 +156,13 @@ export class AccountObject extends DurableObject<Env> {
    * already holds it (renewal).
    */
   acquireLease(gatewayId: string, ttlMs: number = LEASE_TTL_MS): { granted: boolean; lease: Lease | null } {
-    if (!this.meta('account_id') || this.meta('removed') === '1') return { granted: false, lease: null };
+    if (!this.store.meta('account_id') || this.store.meta('removed') === '1') return { granted: false, lease: null };
     const now = Date.now();
     const current = this.currentLease();
     if (current && current.gateway_id !== gatewayId && current.expires_at > now)
       return { granted: false, lease: current };
     const lease = { gateway_id: gatewayId, expires_at: now + ttlMs };
-    this.sql.exec(
-      'INSERT OR REPLACE INTO lease (singleton, gateway_id, expires_at) VALUES (1, ?, ?)',
-      lease.gateway_id,
-      lease.expires_at,
-    );
+    this.store.setLease(lease);
     return { granted: true, lease };
   }
 
@@ -268,13 +174,13 @@ export class AccountObject extends DurableObject<Env> {
   }
 
   releaseLease(gatewayId: string): void {
-    this.sql.exec('DELETE FROM lease WHERE gateway_id = ?', gatewayId);
+    this.store.dropLease(gatewayId);
   }
 
   /** Null when `gatewayId` holds the lease, else why not. */
   private leaseProblem(gatewayId: string): string | null {
     const current = this.currentLease();
-    if (this.meta('removed') === '1') return 'the account was removed';
+    if (this.store.meta('removed') === '1') return 'the account was removed';
     if (!current || current.gateway_id !== gatewayId)
       return `the account is held by ${current?.gateway_id ?? 'nobody'}`;
     return null;
@@ -287,34 +193,37 @@ export class AccountObject extends DurableObject<Env> {
     return this.serialize(async () => {
       const problem = this.leaseProblem(gatewayId);
       if (problem) return { ok: false, lease_lost: problem };
-      const applier = new ChangeApplier(this.env, this.accountContext(), this.loadCursors(), this.loadInitialSync());
-      await applier.loadFolders();
-      for (const change of changes) {
-        const result = await applier.apply(change);
-        await this.commit(result);
-        // Progress is recorded only after the change's rows are committed.
-        this.saveCursors(applier.cursors);
-        if (applier.initialSync) this.saveInitialSync(applier.initialSync);
+      const context = this.accountContext();
+      if (!this.orphansChecked) {
+        this.orphansChecked = true;
+        const due = await nextOrphanDue(this.env, context.accountId);
+        if (due !== null) await this.alarmAt(due);
       }
+      const applier = new ChangeApplier(this.env, context, this.store.loadCursors(), this.store.loadInitialSync());
+      await applier.loadFolders();
+      await runChanges(
+        {
+          applier,
+          store: this.store,
+          commit: (result) => this.commit(result),
+          skipped: (where, reason) => this.recordSkipped(context.accountId, where, reason),
+        },
+        changes,
+      );
       return { ok: true, value: this.cursors() };
     });
   }
 
-  /** R2 first, then one D1 batch, then orphan bookkeeping, then the events go to the queue. */
+  /** R2 and D1 (sync/commit.ts), then the orphan alarm, then the events go to the queue. */
   private async commit(result: ChangeResult): Promise<void> {
-    await Promise.all(
-      result.blobs.map((b) => this.env.BLOBS.put(b.key, b.body, { httpMetadata: { contentType: b.contentType } })),
-    );
-    for (const batch of d1Batches(result)) await this.env.DB.batch(batch);
-    for (const id of result.adopted) this.sql.exec('DELETE FROM orphans WHERE email_id = ?', id);
-    if (result.orphans.length) {
-      const due = Date.now() + ORPHAN_GRACE_MS;
-      for (const id of result.orphans)
-        this.sql.exec('INSERT OR REPLACE INTO orphans (email_id, due_at) VALUES (?, ?)', id, due);
-      const alarm = await this.ctx.storage.getAlarm();
-      if (alarm === null || alarm > due) await this.ctx.storage.setAlarm(due);
-    }
+    await writeResult(this.env, result);
+    if (result.orphans.length) await this.alarmAt(Date.now() + ORPHAN_GRACE_MS);
     this.dispatch(result.events);
+  }
+
+  private async alarmAt(due: number): Promise<void> {
+    const alarm = await this.ctx.storage.getAlarm();
+    if (alarm === null || alarm > due) await this.ctx.storage.setAlarm(due);
   }
 
   private dispatch(events: OutboxEvent[]): void {
@@ -327,71 +236,24 @@ export class AccountObject extends DurableObject<Env> {
       );
   }
 
-  /** Orphans whose grace ran out and that found no folder again are deleted: email.delete. */
+  /** Orphans whose grace ran out (found in D1) are deleted, a bounded step per alarm: email.delete. */
   override async alarm(): Promise<void> {
     await this.serialize(async () => {
-      const now = Date.now();
-      const due = this.sql
-        .exec<{ email_id: string }>('SELECT email_id FROM orphans WHERE due_at <= ?', now)
-        .toArray()
-        .map((r) => r.email_id);
-      if (due.length) {
-        const accountId = this.meta('account_id');
-        if (accountId) await this.deleteOrphans(accountId, due);
-        for (const id of due) this.sql.exec('DELETE FROM orphans WHERE email_id = ?', id);
-      }
-      const next = this.sql.exec<{ due: number | null }>('SELECT MIN(due_at) AS due FROM orphans').toArray()[0]?.due;
-      if (next) await this.ctx.storage.setAlarm(next);
+      const accountId = this.store.meta('account_id');
+      if (!accountId || this.store.meta('removed') === '1') return;
+      this.dispatch(await deleteDueOrphans(this.env, accountId, Date.now()));
+      const next = await nextOrphanDue(this.env, accountId);
+      if (next !== null) await this.ctx.storage.setAlarm(Math.max(next, Date.now()));
     });
   }
 
-  private async deleteOrphans(accountId: string, emailIds: string[]): Promise<void> {
-    const db = this.env.DB;
-    const rows: EmailRow[] = [];
-    for (const id of emailIds) {
-      const row = await db
-        .prepare(
-          'SELECT * FROM emails WHERE id = ? AND account_id = ? AND NOT EXISTS (SELECT 1 FROM email_folders WHERE email_id = emails.id)',
-        )
-        .bind(id, accountId)
-        .first<EmailRow>();
-      if (row) rows.push(row);
-    }
-    const records = await loadEmailRecords(this.env, rows);
-    const events: OutboxEvent[] = [];
-    for (const record of records) {
-      const { row } = record;
-      const event = newEvent(row.is_draft ? 'email.draft.delete' : 'email.delete', accountId, emailEventData(record));
-      events.push(event);
-      await db.batch([
-        // Contacts lose this email: count down, take the latest date from what remains, drop the ones left at zero.
-        db
-          .prepare(
-            `UPDATE contacts SET emails_count = emails_count - 1,
-               last_email_ms = COALESCE((${latestOtherEmail('e.date_ms')}), last_email_ms),
-               last_email_at = COALESCE((${latestOtherEmail('e.date')}), last_email_at)
-             WHERE account_id = ? AND identifier IN (SELECT address FROM email_participants WHERE email_id = ?)`,
-          )
-          .bind(row.id, row.id, accountId, row.id),
-        db
-          .prepare(
-            'DELETE FROM contacts WHERE account_id = ? AND emails_count <= 0 AND identifier IN (SELECT address FROM email_participants WHERE email_id = ?)',
-          )
-          .bind(accountId, row.id),
-        // Its search index row goes with its email_search row (trigger).
-        db.prepare('DELETE FROM email_search WHERE email_id = ?').bind(row.id),
-        db.prepare('DELETE FROM thread_keys WHERE email_id = ?').bind(row.id),
-        db.prepare('DELETE FROM email_participants WHERE email_id = ?').bind(row.id),
-        db.prepare('DELETE FROM attachments WHERE email_id = ?').bind(row.id),
-        db.prepare('DELETE FROM emails WHERE id = ?').bind(row.id),
-        eventStatement(db, event),
-      ]);
-      const keys = [row.raw_key, row.body_key, ...record.attachments.map((a) => a.blob_key)].filter(
-        (k): k is string => !!k,
-      );
-      if (keys.length) await this.env.BLOBS.delete(keys);
-    }
-    this.dispatch(events);
+  /** A message was given up on: the log and the account's last_error say which and why. */
+  private async recordSkipped(accountId: string, where: { path: string; uid: number }, reason: string) {
+    const detail = `a message could not be stored and was skipped (folder ${where.path}, UID ${where.uid}): ${reason}`;
+    console.error(`account ${accountId}: ${detail}`);
+    await this.env.DB.prepare('UPDATE accounts SET last_error = ?, updated_at = ? WHERE id = ?')
+      .bind(detail.slice(0, 1000), isoNow(), accountId)
+      .run();
   }
 
   // ------------------------------------------------------------------ commands
@@ -415,9 +277,9 @@ export class AccountObject extends DurableObject<Env> {
    */
   async modifyEmail(emailId: string, wanted: ModifyWanted) {
     return this.command(async () => {
-      const accountId = this.meta('account_id');
-      if (!accountId || this.meta('removed') === '1') throw notFound('Account');
-      const plan = await planModify(this.env, accountId, emailId, wanted);
+      const accountId = this.store.meta('account_id');
+      if (!accountId || this.store.meta('removed') === '1') throw notFound('Account');
+      const plan = await planModify(this.env, accountId, emailId, wanted, this.store.loadCursors());
       const result = plan.steps.length
         ? ModifyResult.parse(
             await callHolder(
@@ -448,7 +310,9 @@ export class AccountObject extends DurableObject<Env> {
         .bind(accountId)
         .first<AccountRow>();
       const lastError = status === 'running' ? null : error;
-      if (!row || (row.status === status && row.last_error === lastError)) return { ok: true, value: null };
+      // A repeated "running" keeps what last_error says (a message skipped meanwhile stays visible).
+      if (!row || (row.status === status && (status === 'running' || row.last_error === lastError)))
+        return { ok: true, value: null };
       const now = isoNow();
       const updated: AccountRow = { ...row, status, last_error: lastError };
       const event = newEvent(`account.status.${status}`, accountId, presentAccount(updated));
@@ -462,62 +326,4 @@ export class AccountObject extends DurableObject<Env> {
       return { ok: true, value: null };
     });
   }
-}
-
-/** A column of the contact's latest email other than the one bound, inside an UPDATE of `contacts`. */
-const latestOtherEmail = (column: 'e.date_ms' | 'e.date') =>
-  `SELECT ${column} FROM email_participants p JOIN emails e ON e.id = p.email_id
-   WHERE p.account_id = contacts.account_id AND p.address = contacts.identifier AND e.id != ? ORDER BY e.date_ms DESC LIMIT 1`;
-
-/** Statements per D1 batch (one transaction) before a change is split, at unit ends only. */
-const MAX_BATCH_STATEMENTS = 400;
-
-/** The statements of a change as D1 batches: whole when small, else cut only where a unit ends. */
-export function d1Batches(result: Pick<ChangeResult, 'statements' | 'unitEnds'>): D1PreparedStatement[][] {
-  const { statements, unitEnds } = result;
-  const out: D1PreparedStatement[][] = [];
-  let start = 0;
-  while (start < statements.length) {
-    let end = statements.length;
-    if (end - start > MAX_BATCH_STATEMENTS) {
-      const fits = unitEnds.filter((e) => e > start && e <= start + MAX_BATCH_STATEMENTS);
-      // The last unit end that fits; a single unit bigger than the limit still goes whole.
-      end = fits.length ? fits[fits.length - 1]! : (unitEnds.find((e) => e > start) ?? statements.length);
-    }
-    out.push(statements.slice(start, end));
-    start = end;
-  }
-  return out;
-}
-
-/** Delete an account's rows (in chunks, so no single statement grows with the mailbox) and its blobs. */
-export async function purgeAccountData(env: Env, accountId: string): Promise<void> {
-  const db = env.DB;
-  const CHUNK = 500;
-  for (const table of ['email_participants', 'attachments', 'email_folders', 'email_search', 'thread_keys']) {
-    for (;;) {
-      const { meta } = await db
-        .prepare(`DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE account_id = ? LIMIT ${CHUNK})`)
-        .bind(accountId)
-        .run();
-      if (meta.changes < CHUNK) break;
-    }
-  }
-  for (;;) {
-    const { meta } = await db
-      .prepare(`DELETE FROM emails WHERE id IN (SELECT id FROM emails WHERE account_id = ? LIMIT ${CHUNK})`)
-      .bind(accountId)
-      .run();
-    if (meta.changes < CHUNK) break;
-  }
-  await db.batch([
-    db.prepare('DELETE FROM contacts WHERE account_id = ?').bind(accountId),
-    db.prepare('DELETE FROM folders WHERE account_id = ?').bind(accountId),
-  ]);
-  let cursor: string | undefined;
-  do {
-    const listing = await env.BLOBS.list({ prefix: blobKeys.accountPrefix(accountId), cursor, limit: 1000 });
-    if (listing.objects.length) await env.BLOBS.delete(listing.objects.map((o) => o.key));
-    cursor = listing.truncated ? listing.cursor : undefined;
-  } while (cursor);
 }

@@ -41,6 +41,8 @@ export interface EmailRow {
   draft_id: string | null;
   created_at: string;
   updated_at: string;
+  /** Set while the email is in no folder (sync/orphans.ts); absent on rows not read from D1. */
+  orphaned_at_ms?: number | null;
 }
 
 export interface AttachmentRow {
@@ -61,12 +63,23 @@ export interface StoredAddress {
   name: string;
 }
 
+/** The R2 object at `body_key`: the parts of an email too large for its D1 row. */
+export interface StoredBodies {
+  html?: string;
+  plain?: string;
+  headers?: { name: string; value: string }[];
+}
+
+/** The email's headers, from the row or, when they were too large for it, from R2. */
+const headersOf = (rec: EmailRecord): { name: string; value: string }[] =>
+  rec.bodies?.headers ?? (JSON.parse(rec.row.headers_json) as { name: string; value: string }[]);
+
 export interface EmailRecord {
   row: EmailRow;
   folder_ids: string[];
   attachments: AttachmentRow[];
-  /** Bodies, when they live in R2 rather than in the row. */
-  bodies?: { html: string; plain: string };
+  /** What lives in R2 rather than in the row (large bodies, large header blocks). */
+  bodies?: StoredBodies;
   /** Id of the email this one answers, when it is in the same account. */
   in_reply_to_id: string | null;
 }
@@ -134,7 +147,7 @@ export function presentEmailList(rec: EmailRecord, options: { includeHeaders?: b
     unread: row.unread === 1,
     starred: row.starred === 1,
     size: row.size,
-    ...(options.includeHeaders ? { headers: JSON.parse(row.headers_json) as { name: string; value: string }[] } : {}),
+    ...(options.includeHeaders ? { headers: headersOf(rec) } : {}),
   };
 }
 
@@ -144,7 +157,7 @@ export function presentEmailSingle(rec: EmailRecord) {
     object: 'Email' as const,
     ...common(rec, true),
     ...(row.is_draft === 1 ? { draft_id: row.draft_id } : {}),
-    headers: JSON.parse(row.headers_json) as { name: string; value: string }[],
+    headers: headersOf(rec),
     is_unread: row.unread === 1,
     is_complete: true,
   };

@@ -1,7 +1,7 @@
 /** Reading emails back from D1 (and R2, for large bodies) as `EmailRecord`s ready to present. */
 import type { Env } from '../env.ts';
 import { chunks, placeholders } from '../lib/sql.ts';
-import type { AttachmentRow, EmailRecord, EmailRow } from './present.ts';
+import type { AttachmentRow, EmailRecord, EmailRow, StoredBodies } from './present.ts';
 
 /** The R2 keys of an email's blobs, derived from the account and the email's identity digest. */
 export const blobKeys = {
@@ -58,10 +58,10 @@ export async function loadEmailRecords(env: Env, rows: EmailRow[]): Promise<Emai
   );
 }
 
-async function loadBodies(env: Env, key: string): Promise<{ html: string; plain: string }> {
+async function loadBodies(env: Env, key: string): Promise<StoredBodies> {
   const object = await env.BLOBS.get(key);
   if (!object) return { html: '', plain: '' };
-  return object.json<{ html: string; plain: string }>();
+  return object.json<StoredBodies>();
 }
 
 /** One email by id (optionally constrained to an account), or null. */

@@ -61,6 +61,7 @@ export async function parseMessage(raw: Uint8Array | ArrayBuffer): Promise<Parse
     bounce: detectBounce({
       contentType: firstHeader(rawHeaders, 'Content-Type') ?? '',
       from: message.from,
+      headers: message.headers,
       subject: message.subject,
       plain,
       attachments,

@@ -1,0 +1,138 @@
+/**
+ * A new email's D1 row and attachment rows, and the R2 objects that go with them. Whatever a
+ * message holds, its row stays far below D1's row limit (measured in UTF-8 bytes): large bodies
+ * and large header blocks go to R2 (`body_key`), and the few fields that could still grow without
+ * bound (subject, references, address lists) are cut to sizes no real message reaches.
+ */
+import { sha256Hex } from '../../common/crypto.ts';
+import type { MessageIn } from '../../common/relay.ts';
+import type { AttachmentRow, EmailRow, StoredAddress, StoredBodies } from '../emails/present.ts';
+import { blobKeys } from '../emails/store.ts';
+import type { FolderRow } from '../folders/present.ts';
+import { normalizeAddress } from '../ingest/parse.ts';
+import type { ParsedAddress, ParsedMessage } from '../ingest/types.ts';
+import { newId } from '../lib/ids.ts';
+import { placeholders } from '../lib/sql.ts';
+import { iso } from '../lib/time.ts';
+import type { FlagState } from './memberships.ts';
+import type { ChangeResult } from './state.ts';
+
+/** Bodies larger than this many UTF-8 bytes (HTML + text) go to R2; the row keeps a pointer. */
+const INLINE_BODY_MAX_BYTES = 256 * 1024;
+/** A header block larger than this (as JSON, UTF-8 bytes) goes to R2 too. */
+const INLINE_HEADERS_MAX_BYTES = 64 * 1024;
+/** Characters of a subject kept (RFC 5322 allows 998 per line; folded subjects longer than this are abuse). */
+const SUBJECT_MAX_CHARS = 16 * 1024;
+/** Addresses kept per list, references kept (the most recent ones: what threading needs). */
+const ADDRESSES_MAX = 1_000;
+const REFERENCES_MAX = 200;
+
+const utf8 = new TextEncoder();
+const utf8Length = (text: string): number => utf8.encode(text).byteLength;
+
+const stored = (a: ParsedAddress): StoredAddress => ({ address: a.address, name: a.name ?? '' });
+const storedList = (list: ParsedAddress[]): string => JSON.stringify(list.slice(0, ADDRESSES_MAX).map(stored));
+
+export interface NewEmail {
+  mail: ParsedMessage;
+  message: MessageIn;
+  identity: string;
+  folder: FolderRow;
+  flags: FlagState;
+  threadId: string;
+  accountId: string;
+  now: string;
+}
+
+/** The row of a new email; its R2 objects are added to `result.blobs`. */
+export async function buildEmailRow(e: NewEmail, raw: Uint8Array, result: ChangeResult): Promise<EmailRow> {
+  const { mail, message, accountId } = e;
+  const digest = (await sha256Hex(`${accountId}\n${e.identity}`)).slice(0, 40);
+  const dateMs = mail.date_ms ?? (Date.parse(message.internal_date) || Date.now());
+  const isDraft = e.flags.draft || e.folder.role === 'DRAFTS';
+
+  const rawKey = blobKeys.raw(accountId, digest);
+  result.blobs.push({ key: rawKey, body: raw, contentType: 'message/rfc822' });
+  const headersJson = JSON.stringify(mail.headers);
+  const bodiesOutside = utf8Length(mail.html) + utf8Length(mail.plain) > INLINE_BODY_MAX_BYTES;
+  const headersOutside = utf8Length(headersJson) > INLINE_HEADERS_MAX_BYTES;
+  let bodyKey: string | null = null;
+  if (bodiesOutside || headersOutside) {
+    bodyKey = blobKeys.bodies(accountId, digest);
+    const outside: StoredBodies = {
+      ...(bodiesOutside && { html: mail.html, plain: mail.plain }),
+      ...(headersOutside && { headers: mail.headers }),
+    };
+    result.blobs.push({ key: bodyKey, body: JSON.stringify(outside), contentType: 'application/json' });
+  }
+  const subject = mail.subject.slice(0, SUBJECT_MAX_CHARS);
+
+  return {
+    id: newId('email', dateMs > 0 ? Math.min(dateMs, Date.now()) : Date.now()),
+    account_id: accountId,
+    identity: e.identity,
+    thread_id: e.threadId,
+    provider_id: message.gm_msgid ?? null,
+    message_id: mail.message_id,
+    in_reply_to: mail.in_reply_to,
+    references_json: JSON.stringify(mail.references.slice(-REFERENCES_MAX)),
+    date: iso(dateMs),
+    date_ms: dateMs,
+    subject,
+    subject_folded: subject.toLowerCase(),
+    snippet: mail.snippet,
+    from_json: mail.from ? JSON.stringify(stored(mail.from)) : null,
+    to_json: storedList(mail.to),
+    cc_json: storedList(mail.cc),
+    bcc_json: storedList(mail.bcc),
+    reply_to_json: storedList(mail.reply_to),
+    from_address: mail.from ? normalizeAddress(mail.from.address) : null,
+    body_html: bodiesOutside ? null : mail.html,
+    body_plain: bodiesOutside ? null : mail.plain,
+    body_key: bodyKey,
+    headers_json: headersOutside ? '[]' : headersJson,
+    raw_key: rawKey,
+    size: message.size,
+    has_attachments: mail.has_attachments ? 1 : 0,
+    unread: e.flags.unread ? 1 : 0,
+    starred: e.flags.starred ? 1 : 0,
+    is_draft: isDraft ? 1 : 0,
+    role: e.folder.role,
+    origin: 'external',
+    tracking_id: null,
+    draft_id: isDraft ? newId('draft') : null,
+    created_at: e.now,
+    updated_at: e.now,
+  };
+}
+
+/** Attachment rows of a new email; each attachment's bytes go to R2 under the email's digest. */
+export function attachmentRows(row: EmailRow, mail: ParsedMessage, result: ChangeResult): AttachmentRow[] {
+  const digest = row
+    .raw_key!.split('/')
+    .pop()!
+    .replace(/\.eml$/, '');
+  return mail.attachments.map((a, index) => {
+    const key = blobKeys.attachment(row.account_id, digest, index);
+    result.blobs.push({ key, body: a.content, contentType: a.mime || 'application/octet-stream' });
+    return {
+      id: newId('attachment'),
+      email_id: row.id,
+      account_id: row.account_id,
+      name: a.filename,
+      extension: a.extension,
+      size: a.size,
+      mime: a.mime,
+      cid: a.cid,
+      inline: a.inline ? 1 : 0,
+      blob_key: key,
+    };
+  });
+}
+
+export function insertRow(db: D1Database, table: 'emails' | 'attachments', row: EmailRow | AttachmentRow) {
+  const columns = Object.keys(row) as (keyof typeof row)[];
+  return db
+    .prepare(`INSERT INTO ${table} (${columns.join(', ')}) VALUES (${placeholders(columns.length)})`)
+    .bind(...columns.map((c) => (row as unknown as Record<string, unknown>)[c]));
+}

@@ -1,0 +1,188 @@
+/**
+ * The folder listing the gateway reports, reconciled with the account's folders. A folder keeps its
+ * `fld_` id and its emails whatever the server does, unless the server really deleted it:
+ * - a folder whose STATUS failed (UIDVALIDITY 0 in the listing) is left as it is;
+ * - a folder missing from one listing is deleted only when the next listing confirms it;
+ * - a rename (old path gone, one new path with the same UIDVALIDITY, a value no other folder has)
+ *   keeps the folder, its cursor and its emails, and sends one email.folder.update;
+ * - a new UIDVALIDITY makes the folder's memberships stale until its re-read finds them again.
+ */
+import type { FolderInfo } from '../../common/relay.ts';
+import { folderName, parentPath, presentFolder, roleOf, type FolderRow } from '../folders/present.ts';
+import { newId } from '../lib/ids.ts';
+import { isoNow } from '../lib/time.ts';
+import { detachAll, markStale } from './memberships.ts';
+import { addEvent, emptyResult, type ChangeResult, type SyncState } from './state.ts';
+
+/** Listings in a row a folder must be missing from before it is deleted. */
+const MISSING_LISTINGS_TO_DELETE = 2;
+
+/**
+ * The complete folder listing. `baseline` is the listing taken when the account connects: its
+ * folders are created silently and their cursors start at the current UIDNEXT, so only mail that
+ * arrives afterwards enters the API.
+ */
+export async function applyFolders(
+  state: SyncState,
+  listing: FolderInfo[],
+  { baseline }: { baseline: boolean },
+): Promise<ChangeResult> {
+  const result = emptyResult();
+  const db = state.env.DB;
+  const now = isoNow();
+  const renamed = followRenames(state, listing);
+  // Parents before children, so parent ids are known.
+  const sorted = [...listing].sort(
+    (a, b) => a.path.split(a.delimiter ?? '\u0000').length - b.path.split(b.delimiter ?? '\u0000').length,
+  );
+
+  for (const info of sorted) {
+    const known = info.uidvalidity > 0;
+    const parent = parentPath(info.path, info.delimiter);
+    const existing = state.folders.get(info.path);
+    const wanted = {
+      name: folderName(info.path, info.delimiter),
+      role: roleOf(info),
+      parent_id: parent ? (state.folders.get(parent)?.id ?? null) : null,
+      // A folder whose STATUS failed keeps the count it had.
+      total_count: known || !existing ? info.total : existing.total_count,
+    };
+    if (!existing) {
+      const row: FolderRow = {
+        id: newId('folder'),
+        account_id: state.account.accountId,
+        provider_id: info.path,
+        delimiter: info.delimiter,
+        ...wanted,
+      };
+      state.folders.set(info.path, row);
+      result.statements.push(
+        db
+          .prepare(
+            `INSERT INTO folders (id, account_id, provider_id, name, role, parent_id, delimiter, total_count, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          )
+          .bind(
+            row.id,
+            row.account_id,
+            row.provider_id,
+            row.name,
+            row.role,
+            row.parent_id,
+            row.delimiter,
+            row.total_count,
+            now,
+            now,
+          ),
+      );
+      if (!baseline) addEvent(state, result, 'email.folder.create', presentFolder(row));
+    } else {
+      // Path, name, role or parent: what a client shows of a folder, and what `email.folder.update` reports.
+      const describedDifferently =
+        renamed.has(info.path) ||
+        existing.name !== wanted.name ||
+        existing.role !== wanted.role ||
+        existing.parent_id !== wanted.parent_id;
+      if (describedDifferently || existing.total_count !== wanted.total_count) {
+        Object.assign(existing, wanted);
+        result.statements.push(
+          db
+            .prepare(
+              'UPDATE folders SET provider_id = ?, name = ?, role = ?, parent_id = ?, total_count = ?, updated_at = ? WHERE id = ?',
+            )
+            .bind(info.path, wanted.name, wanted.role, wanted.parent_id, wanted.total_count, now, existing.id),
+        );
+        // Counts move with every message; only a change of identity is worth an event.
+        if (describedDifferently) addEvent(state, result, 'email.folder.update', presentFolder(existing));
+      }
+    }
+    await reconcileCursor(state, info, baseline, result);
+  }
+
+  const listed = new Set(listing.map((f) => f.path));
+  for (const [path, folder] of [...state.folders]) {
+    if (listed.has(path)) continue;
+    const cursor = state.cursors.get(path);
+    if (cursor && cursor.missing + 1 < MISSING_LISTINGS_TO_DELETE) {
+      cursor.missing += 1;
+      continue;
+    }
+    await detachAll(state, folder, result);
+    result.statements.push(db.prepare('DELETE FROM folders WHERE id = ?').bind(folder.id));
+    addEvent(state, result, 'email.folder.delete', presentFolder(folder));
+    state.folders.delete(path);
+    state.cursors.delete(path);
+    state.initialSync?.folders.delete(path);
+  }
+  return result;
+}
+
+async function reconcileCursor(
+  state: SyncState,
+  info: FolderInfo,
+  baseline: boolean,
+  result: ChangeResult,
+): Promise<void> {
+  const cursor = state.cursors.get(info.path);
+  if (!cursor) {
+    state.cursors.set(info.path, {
+      path: info.path,
+      uidvalidity: info.uidvalidity,
+      // At connect: everything already there is history. Later: a new folder's mail is all new.
+      last_uid: baseline ? Math.max(0, info.uidnext - 1) : 0,
+      highest_modseq: baseline ? info.highest_modseq : null,
+      resync: false,
+      missing: 0,
+    });
+    return;
+  }
+  cursor.missing = 0;
+  // STATUS failed this time: nothing is known about the folder, so nothing changes.
+  if (info.uidvalidity === 0 || cursor.uidvalidity === info.uidvalidity) return;
+  if (cursor.uidvalidity === 0) {
+    // The folder's first successful STATUS: nothing was read under "unknown".
+    cursor.uidvalidity = info.uidvalidity;
+    return;
+  }
+  // The server renumbered the folder: read it again; emails keep their ids (see memberships.ts).
+  await markStale(state, state.folders.get(info.path)!, result);
+  Object.assign(cursor, { uidvalidity: info.uidvalidity, last_uid: 0, highest_modseq: null, resync: true });
+}
+
+/**
+ * Folders renamed on the server: a path that disappeared and exactly one new path carrying its
+ * UIDVALIDITY (unambiguous on both sides). The folder row, its cursor and its initial-sync range
+ * move to the new path here; the caller writes the row. Returns the new paths.
+ */
+function followRenames(state: SyncState, listing: FolderInfo[]): Set<string> {
+  const listed = new Set(listing.map((f) => f.path));
+  const gone = [...state.folders.keys()].filter((path) => !listed.has(path));
+  const arrived = listing.filter((f) => !state.folders.has(f.path) && f.uidvalidity > 0);
+  const renamed = new Set<string>();
+  for (const info of arrived) {
+    // A server that gives many folders one UIDVALIDITY says nothing about renames: only a value no
+    // other listed folder carries counts, on the new side and on the old side.
+    const from = gone.filter((path) => state.cursors.get(path)?.uidvalidity === info.uidvalidity);
+    const twins = listing.filter((f) => f.uidvalidity === info.uidvalidity);
+    if (from.length !== 1 || twins.length !== 1) continue;
+    const oldPath = from[0]!;
+    const folder = state.folders.get(oldPath)!;
+    const cursor = state.cursors.get(oldPath)!;
+    // A renamed folder keeps its UIDs: its UIDNEXT cannot be below what was read of it.
+    if (info.uidnext !== 0 && info.uidnext <= cursor.last_uid) continue;
+    state.folders.delete(oldPath);
+    state.cursors.delete(oldPath);
+    folder.provider_id = info.path;
+    folder.delimiter = info.delimiter;
+    state.folders.set(info.path, folder);
+    state.cursors.set(info.path, { ...cursor, path: info.path, missing: 0 });
+    const pending = state.initialSync?.folders.get(oldPath);
+    if (pending) {
+      state.initialSync!.folders.delete(oldPath);
+      state.initialSync!.folders.set(info.path, pending);
+    }
+    gone.splice(gone.indexOf(oldPath), 1);
+    renamed.add(info.path);
+  }
+  return renamed;
+}

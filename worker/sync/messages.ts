@@ -1,0 +1,255 @@
+/**
+ * Messages that appeared in a folder. Each (folder, UID) becomes exactly one membership of exactly
+ * one email:
+ * - the email that had this message in this folder under an earlier UIDVALIDITY (a stale
+ *   membership) gets its new UID: same id, no event unless its flags changed;
+ * - else an email with the same identity that is not in this folder yet gains the folder (a copy,
+ *   or the arriving side of a move: it is no longer an orphan), with one email.update;
+ * - else a new email (a second copy in the same folder is a second email), with email.new.
+ */
+import type { MessageIn } from '../../common/relay.ts';
+import { countUpStatements } from '../contacts/counts.ts';
+import { emailEventData } from '../emails/events.ts';
+import type { AttachmentRow, EmailRecord, EmailRow } from '../emails/present.ts';
+import { loadEmailRecords } from '../emails/store.ts';
+import type { FolderRow } from '../folders/present.ts';
+import { parseMessage } from '../ingest/parse.ts';
+import type { ParsedMessage } from '../ingest/types.ts';
+import { fromBase64 } from '../lib/crypto.ts';
+import { chunks, placeholders } from '../lib/sql.ts';
+import { isoNow } from '../lib/time.ts';
+import { indexEmailStatements } from '../emails/search.ts';
+import { outgoingByMessageId, outgoingFields, type OutgoingRecord } from '../send/outgoing.ts';
+import { Threader, threadedMessage } from '../threads/threader.ts';
+import { attachmentRows, buildEmailRow, insertRow } from './email-row.ts';
+import { copyIdentity, emailsByBaseIdentity, identityOf } from './identity.ts';
+import { flagState, membershipsByUid, membershipsOf, refreshEmails, target, type FlagState } from './memberships.ts';
+import { addEvent, emptyResult, endUnit, type ChangeResult, type SyncState } from './state.ts';
+
+/** At most this many email.update events for one thread merge (a runaway merge stays bounded). */
+const MAX_MERGE_EVENTS = 500;
+
+interface Arrival {
+  message: MessageIn;
+  raw: Uint8Array;
+  mail: ParsedMessage;
+  base: string;
+}
+
+/** `initial`: older mail pulled by the initial sync, taken below the cursor when inside its window (the cursor stays). */
+export async function applyMessages(
+  state: SyncState,
+  path: string,
+  uidvalidity: number,
+  messages: MessageIn[],
+  initial = false,
+): Promise<ChangeResult> {
+  const result = emptyResult();
+  const where = target(state, path, uidvalidity);
+  if (!where || messages.length === 0) return result;
+  const { folder, cursor } = where;
+  const db = state.env.DB;
+
+  const known = await membershipsByUid(
+    state,
+    folder.id,
+    messages.map((m) => m.uid),
+  );
+  const wanted = initial
+    ? (m: MessageIn) => !!state.initialSync?.accepts(path, uidvalidity, m)
+    : (m: MessageIn) => m.uid > cursor.last_uid || cursor.resync;
+  const fresh = messages.filter((m) => !known.has(m.uid) && wanted(m));
+  if (initial)
+    state.initialSync?.pulled(
+      path,
+      uidvalidity,
+      messages.map((m) => m.uid),
+    );
+  else cursor.last_uid = Math.max(cursor.last_uid, ...messages.map((m) => m.uid));
+  if (fresh.length === 0) return result;
+
+  const arrivals: Arrival[] = await Promise.all(
+    fresh.map(async (message) => {
+      const raw = fromBase64(message.raw);
+      const mail = await parseMessage(raw);
+      return { message, raw, mail, base: await identityOf(message, mail) };
+    }),
+  );
+  const copies = await emailsByBaseIdentity(
+    db,
+    state.account.accountId,
+    arrivals.map((a) => a.base),
+  );
+  const placed = await membershipsOf(
+    state,
+    [...copies.values()].flat().map((e) => e.id),
+  );
+  const outgoing = await outgoingByMessageId(
+    db,
+    state.account.accountId,
+    arrivals.flatMap((a) => a.mail.message_id ?? []),
+  );
+  // What the new emails answer, for `in_reply_to.id` in their events (emails of this batch join as they are made).
+  const repliedTo = await emailIdsByMessageId(
+    state,
+    arrivals.flatMap((a) => a.mail.in_reply_to ?? []),
+  );
+  const now = isoNow();
+  const adoptedFlags = new Map<string, FlagState>();
+  const threader = new Threader(db, state.account.accountId);
+
+  for (const arrival of arrivals) {
+    const { message, mail } = arrival;
+    const flags = flagState(message.flags);
+    const siblings = copies.get(arrival.base) ?? [];
+    const here = (e: EmailRow) => (placed.get(e.id) ?? []).find((m) => m.folder_id === folder.id);
+    const stale = siblings.find((e) => (here(e)?.uid ?? 0) < 0);
+    const elsewhere = stale ? undefined : pickElsewhere(siblings.filter((e) => !here(e)));
+    const adopted = stale ?? elsewhere;
+    if (adopted) {
+      result.statements.push(
+        stale
+          ? db
+              .prepare('UPDATE email_folders SET uid = ? WHERE email_id = ? AND folder_id = ?')
+              .bind(message.uid, stale.id, folder.id)
+          : db
+              .prepare('INSERT INTO email_folders (email_id, folder_id, account_id, uid) VALUES (?, ?, ?, ?)')
+              .bind(adopted.id, folder.id, state.account.accountId, message.uid),
+        db.prepare('UPDATE emails SET orphaned_at_ms = NULL WHERE id = ?').bind(adopted.id),
+      );
+      placed.set(adopted.id, [
+        ...(placed.get(adopted.id) ?? []).filter((m) => m.folder_id !== folder.id),
+        { folder_id: folder.id, uid: message.uid },
+      ]);
+      adoptedFlags.set(adopted.id, flags);
+      endUnit(result);
+      continue;
+    }
+    // A renumbered folder is read again from its start: its mail from before the connect stays out.
+    if (!initial && cursor.resync && Date.parse(message.internal_date) < state.account.connectedAtMs) continue;
+
+    const identity = copyIdentity(arrival.base, nextCopy(siblings));
+    const sentByApi = arrival.mail.message_id ? outgoing.get(arrival.mail.message_id) : undefined;
+    const made = { identity, folder, flags, threader, now, sentByApi };
+    const { row, attachments } = await storeNewEmail(state, arrival, made, result);
+    copies.set(arrival.base, [...siblings, row]);
+    placed.set(row.id, [{ folder_id: folder.id, uid: message.uid }]);
+    if (row.message_id && !repliedTo.has(row.message_id)) repliedTo.set(row.message_id, row.id);
+    const inReplyToId = row.in_reply_to ? (repliedTo.get(row.in_reply_to) ?? null) : null;
+    const record: EmailRecord = { row, folder_ids: [folder.id], attachments, in_reply_to_id: inReplyToId };
+    emitNew(state, result, record, mail);
+    endUnit(result);
+  }
+
+  // Emails that gained a folder (or their UID back): new role, flags from this copy, one email.update each.
+  if (adoptedFlags.size)
+    await refreshEmails(state, [...adoptedFlags.keys()], result, { flags: adoptedFlags, folderAdded: folder });
+  return result;
+}
+
+/** Among copies not in the folder yet, the one a move most likely came from: an orphan first. */
+function pickElsewhere(candidates: EmailRow[]): EmailRow | undefined {
+  return candidates.find((e) => e.orphaned_at_ms != null) ?? candidates[0];
+}
+
+/** The copy number for one more coexisting copy of a message. */
+function nextCopy(siblings: EmailRow[]): number {
+  const used = siblings.map((e) => Number(/#(\d+)$/.exec(e.identity)?.[1] ?? 1));
+  return used.length ? Math.max(...used) + 1 : 1;
+}
+
+/** Writes a new email's rows (thread, search, membership, attachments, participants); returns them. */
+async function storeNewEmail(
+  state: SyncState,
+  { message, raw, mail }: Arrival,
+  made: {
+    identity: string;
+    folder: FolderRow;
+    flags: FlagState;
+    threader: Threader;
+    now: string;
+    /** The outgoing record when the API sent or saved this message (origin api, tracking, draft id). */
+    sentByApi: OutgoingRecord | undefined;
+  },
+  result: ChangeResult,
+): Promise<{ row: EmailRow; attachments: AttachmentRow[] }> {
+  const { identity, folder, flags, threader, now } = made;
+  const db = state.env.DB;
+  const dateMs = mail.date_ms ?? (Date.parse(message.internal_date) || Date.now());
+  const thread = await threader.assign(threadedMessage(mail, dateMs, message.gm_thrid));
+  result.statements.push(...thread.statements);
+  if (thread.merged.length) await threadMergeEvents(state, result, thread.merged, thread.threadId);
+  const accountId = state.account.accountId;
+  const row = await buildEmailRow(
+    { mail, message, identity, folder, flags, threadId: thread.threadId, accountId, now },
+    raw,
+    result,
+  );
+  Object.assign(row, outgoingFields(row, made.sentByApi));
+  const attachments = attachmentRows(row, mail, result);
+  result.statements.push(
+    insertRow(db, 'emails', row),
+    ...threader.record(row.id, row.thread_id, threadedMessage(mail, row.date_ms, message.gm_thrid)),
+    ...indexEmailStatements(db, {
+      emailId: row.id,
+      accountId,
+      subject: row.subject,
+      body: mail.plain,
+      participants: [mail.from, ...mail.to, ...mail.cc, ...mail.bcc],
+    }),
+    db
+      .prepare('INSERT INTO email_folders (email_id, folder_id, account_id, uid) VALUES (?, ?, ?, ?)')
+      .bind(row.id, folder.id, accountId, message.uid),
+    ...attachments.map((a) => insertRow(db, 'attachments', a)),
+    ...countUpStatements(db, row, mail, state.account.ownAddresses),
+  );
+  return { row, attachments };
+}
+
+/** email.new (or email.draft.new) of a new email, and email.new.bounce when it is a bounce. */
+function emitNew(state: SyncState, result: ChangeResult, record: EmailRecord, mail: ParsedMessage): void {
+  const { row } = record;
+  addEvent(state, result, row.is_draft ? 'email.draft.new' : 'email.new', emailEventData(record, mail));
+  // A delay notice carries its bounce details too (action "delayed"): a warning, not a failure.
+  if (mail.bounce?.action === 'failed') {
+    addEvent(state, result, 'email.new.bounce', {
+      email_id: row.id,
+      original_message_id: mail.bounce.original_message_id,
+      recipient: mail.bounce.recipient,
+      status: mail.bounce.status,
+      action: mail.bounce.action,
+      diagnostic: mail.bounce.diagnostic,
+    });
+  }
+}
+
+/** Stored emails of threads merged into `threadId` changed their thread_id: one email.update each. */
+async function threadMergeEvents(
+  state: SyncState,
+  result: ChangeResult,
+  merged: string[],
+  threadId: string,
+): Promise<void> {
+  const { results } = await state.env.DB.prepare(
+    `SELECT * FROM emails WHERE account_id = ? AND thread_id IN (${placeholders(merged.length)}) ORDER BY date_ms LIMIT ${MAX_MERGE_EVENTS}`,
+  )
+    .bind(state.account.accountId, ...merged)
+    .all<EmailRow>();
+  for (const record of await loadEmailRecords(state.env, results)) {
+    addEvent(state, result, 'email.update', emailEventData({ ...record, row: { ...record.row, thread_id: threadId } }));
+  }
+}
+
+/** Ids of this account's emails by Message-ID (the earliest one when several share it). */
+async function emailIdsByMessageId(state: SyncState, messageIds: string[]): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  for (const part of chunks([...new Set(messageIds)])) {
+    const { results } = await state.env.DB.prepare(
+      `SELECT id, message_id FROM emails WHERE account_id = ? AND message_id IN (${placeholders(part.length)}) ORDER BY date_ms DESC`,
+    )
+      .bind(state.account.accountId, ...part)
+      .all<{ id: string; message_id: string }>();
+    for (const r of results) out.set(r.message_id, r.id);
+  }
+  return out;
+}

@@ -1,0 +1,86 @@
+/**
+ * Running a batch of the gateway's changes in order, with no poison message: a `messages` change
+ * that fails is retried message by message, and a message that keeps failing (several attempts,
+ * spread over time, counted in the account object's storage) is recorded with its reason and
+ * passed over, so its folder moves on. Anything else that fails fails the batch, and the gateway
+ * sends it again.
+ */
+import type { Change } from '../../common/relay.ts';
+import type { AccountStore } from '../durable/account-store.ts';
+import type { ChangeApplier } from './apply.ts';
+import type { InitialSyncFolder } from './initial-sync.ts';
+import type { ChangeResult, CursorState } from './state.ts';
+
+/** A message is given up on after this many failed attempts, the first at least this long ago. */
+const GIVE_UP_ATTEMPTS = 3;
+const GIVE_UP_AFTER_MS = 20_000;
+
+export interface RunDeps {
+  applier: ChangeApplier;
+  store: AccountStore;
+  /** Commits one change's result (R2, D1, orphan alarm, events). */
+  commit(result: ChangeResult): Promise<void>;
+  /** A message was given up on: say so where the account's user and the operator look. */
+  skipped(where: { path: string; uid: number }, reason: string): Promise<void>;
+}
+
+export async function runChanges(deps: RunDeps, changes: Change[]): Promise<void> {
+  for (const change of changes) await runOne(deps, change);
+}
+
+async function runOne(deps: RunDeps, change: Change): Promise<void> {
+  const { applier, store } = deps;
+  const before = snapshot(applier);
+  try {
+    await deps.commit(await applier.apply(change));
+  } catch (err) {
+    restore(applier, before);
+    if (change.type !== 'messages') throw err;
+    if (change.messages.length > 1) {
+      // Find the message at fault: the others go through on their own.
+      for (const message of change.messages) await runOne(deps, { ...change, messages: [message] });
+      return;
+    }
+    const message = change.messages[0]!;
+    const reason = describe(err);
+    const now = Date.now();
+    const failure = store.recordFailure(change.path, change.uidvalidity, message.uid, reason, now);
+    if (failure.attempts < GIVE_UP_ATTEMPTS || now - failure.first_failed_at < GIVE_UP_AFTER_MS) throw err;
+    store.markSkipped(change.path, change.uidvalidity, message.uid);
+    // The folder moves past it: the cursor covers it as if it had been applied.
+    const cursor = applier.cursors.get(change.path);
+    if (cursor && cursor.uidvalidity === change.uidvalidity && !change.initial_sync)
+      cursor.last_uid = Math.max(cursor.last_uid, message.uid);
+    await deps.skipped({ path: change.path, uid: message.uid }, reason);
+    return;
+  }
+  // Progress is recorded only after the change's rows are committed.
+  store.saveCursors(applier.cursors);
+  if (applier.initialSync) store.saveInitialSync(applier.initialSync);
+}
+
+/** The progress a change moves in memory, to be put back when the change does not commit. */
+interface Progress {
+  cursors: Map<string, CursorState>;
+  initialSync: Map<string, InitialSyncFolder> | null;
+}
+
+function snapshot(applier: ChangeApplier): Progress {
+  const copy = <T extends object>(map: Map<string, T>) => new Map([...map].map(([k, v]) => [k, { ...v }]));
+  return { cursors: copy(applier.cursors), initialSync: applier.initialSync && copy(applier.initialSync.folders) };
+}
+
+function restore(applier: ChangeApplier, saved: Progress): void {
+  const put = <T>(target: Map<string, T>, source: Map<string, T>) => {
+    target.clear();
+    for (const [k, v] of source) target.set(k, v);
+  };
+  put(applier.cursors, saved.cursors);
+  if (applier.initialSync && saved.initialSync) put(applier.initialSync.folders, saved.initialSync);
+}
+
+/** A short, credential-free reason (error messages of D1 and R2 name no secrets). */
+function describe(err: unknown): string {
+  const text = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  return text.slice(0, 300);
+}

@@ -1,0 +1,65 @@
+/**
+ * What applying a change works on and what it produces: the account, its cursors and folders (the
+ * state every part of worker/sync/ shares), and the ChangeResult the account's object commits.
+ */
+import type { Env } from '../env.ts';
+import { eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
+import type { EventType } from '../events/types.ts';
+import type { FolderRow } from '../folders/present.ts';
+import type { InitialSync } from './initial-sync.ts';
+
+/** Where sync stands in one folder; `resync` is set while a folder is re-read after a UIDVALIDITY change. */
+export interface CursorState {
+  path: string;
+  uidvalidity: number;
+  last_uid: number;
+  highest_modseq: string | null;
+  resync: boolean;
+  /** Consecutive folder listings that did not include this folder (deleted only when confirmed). */
+  missing: number;
+}
+
+export interface AccountContext {
+  accountId: string;
+  /** Lower-cased addresses of the account itself (left out of contacts). */
+  ownAddresses: Set<string>;
+  /** When the account connected: a re-read folder ignores mail that arrived before. */
+  connectedAtMs: number;
+}
+
+/** The state one ChangeApplier holds while it applies a batch of changes. */
+export interface SyncState {
+  env: Env;
+  account: AccountContext;
+  cursors: Map<string, CursorState>;
+  /** The account's folders by provider path. */
+  folders: Map<string, FolderRow>;
+  initialSync: InitialSync | null;
+}
+
+/** What applying one change produced; the Durable Object commits it. */
+export interface ChangeResult {
+  statements: D1PreparedStatement[];
+  events: OutboxEvent[];
+  /** R2 objects to write before the D1 batch. */
+  blobs: { key: string; body: Uint8Array | string; contentType: string }[];
+  /** Emails this change left in no folder (marked in D1 in the same batch): the object sets its alarm. */
+  orphans: string[];
+  /**
+   * Indexes into `statements` where a unit (one message or one email with its event) ends. A change
+   * too big for one D1 batch is only ever cut there, so no message is half written with its event
+   * missing: a retry skips the committed ones and writes the rest whole.
+   */
+  unitEnds: number[];
+}
+
+export const emptyResult = (): ChangeResult => ({ statements: [], events: [], blobs: [], orphans: [], unitEnds: [] });
+
+export const endUnit = (result: ChangeResult): void => void result.unitEnds.push(result.statements.length);
+
+/** An event of this account, written in the change's batch. */
+export function addEvent(state: SyncState, result: ChangeResult, type: EventType, data: unknown): void {
+  const event = newEvent(type, state.account.accountId, data);
+  result.events.push(event);
+  result.statements.push(eventStatement(state.env.DB, event));
+}

@@ -217,6 +217,10 @@ class Session {
   /** Without QRESYNC: the UIDs of the last snapshot, to tell whether something disappeared. */
   #lastSnapshot = new Map<string, Set<number>>();
   #pollTimer: NodeJS.Timeout | undefined;
+  /** The last listing sent lacked a folder the one before had: the next listing is sent to confirm it. */
+  #removalUnconfirmed = false;
+  /** Folders whose last pass the server refused (e.g. SELECT answered NO): retried at every poll. */
+  #refused = new Set<string>();
   /** When the first notification not yet handled by a pass arrived, per folder (for the latency log). */
   #notifiedAt = new Map<string, number>();
 
@@ -273,7 +277,14 @@ class Session {
     this.#setListing(folders);
     const watched = chooseWatched(folders, this.#features.gmail, this.#deps.settings.maxExtraIdle);
     await Promise.all(watched.map((path) => this.#openWatcher(path)));
-    await Promise.all([...this.#listing.values()].filter(isSelectable).map((f) => this.#runner(f.path).run()));
+    // A folder the server refuses does not stop the others (see #passFailed).
+    await Promise.all(
+      [...this.#listing.values()].filter(isSelectable).map((f) =>
+        this.#runner(f.path)
+          .run()
+          .catch((err: unknown) => this.#passFailed(f.path, err)),
+      ),
+    );
     this.#log.info('synced', {
       folders: folders.length,
       watched: watched.length,
@@ -372,6 +383,14 @@ class Session {
       this.#log.info('folder disappeared', { path });
       return;
     }
+    if (refusedByServer(err)) {
+      // One folder the server will not open right now (permissions, a broken mailbox): the rest of
+      // the account goes on, nothing is reported for it, and the next poll tries it again.
+      if (!this.#refused.has(path))
+        this.#log.warn('folder refused by the server, retrying', { path, ...errorFields(err) });
+      this.#refused.add(path);
+      return;
+    }
     this.fail(err);
   }
 
@@ -423,6 +442,12 @@ class Session {
   }
 
   async #syncFolder(path: string): Promise<void> {
+    this.#log.debug('pass', { path });
+    await this.#passOver(path);
+    if (this.#refused.delete(path)) this.#log.info('folder readable again', { path });
+  }
+
+  async #passOver(path: string): Promise<void> {
     const client = this.#clientFor(path);
     const notifiedAt = this.#notifiedAt.get(path);
     this.#notifiedAt.delete(path);
@@ -601,9 +626,7 @@ class Session {
         return this.#withFolder(client, f.path, async () => {
           const status = await this.#statusOf(client, f.path);
           await this.#fetchNew(client, f.path, status, this.#baseline(f.path, status));
-        }).catch((err: unknown) => {
-          if (!(err as { mailboxMissing?: boolean }).mailboxMissing) throw err;
-        });
+        }).catch((err: unknown) => this.#passFailed(f.path, err));
       }),
     );
   }
@@ -640,12 +663,19 @@ class Session {
   /** Reads the folder list (with STATUS) and reports it when it changed. Returns the previous one. */
   async #refreshListing(): Promise<{ folders: FolderInfo[]; previous: Map<string, FolderInfo> }> {
     if (!this.#control || this.#closed) throw new Aborted('session closed');
+    // Servers answer for the folder this connection has selected from the session's own view (Dovecot
+    // and Courier alike), which moves only on a command like NOOP: without it that folder goes blind.
+    if (this.#control.mailbox) await this.#control.noop();
     const folders = await listFolders(this.#control);
     const previous = this.#listing;
     const unchanged =
       folders.length === previous.size &&
       folders.every((f) => previous.has(f.path) && listingKey(f) === listingKey(previous.get(f.path)!));
-    if (!unchanged) await this.#send([{ type: 'folders', folders }]);
+    // The Worker deletes a folder only when a second listing confirms it is gone: after a listing
+    // that lost a folder, the next one is sent even when nothing changed.
+    const lostFolder = [...previous.keys()].some((path) => !folders.some((f) => f.path === path));
+    if (!unchanged || this.#removalUnconfirmed) await this.#send([{ type: 'folders', folders }]);
+    this.#removalUnconfirmed = !unchanged && lostFolder;
     this.#setListing(folders);
     for (const path of [...this.#watchers.keys()]) if (!this.#listing.has(path)) this.#retireWatcher(path);
     return { folders, previous };
@@ -664,7 +694,10 @@ class Session {
         last.highest_modseq !== folder.highest_modseq ||
         last.total !== folder.total;
       const behind = !cursor || cursor.uidvalidity !== folder.uidvalidity || folder.uidnext > cursor.last_uid + 1;
-      if (changed || behind) this.#wake(folder.path);
+      if (changed || behind || this.#refused.has(folder.path)) {
+        this.#log.debug('poll wakes', { path: folder.path, changed, behind });
+        this.#wake(folder.path);
+      }
     }
   }
 
@@ -694,6 +727,11 @@ export function chooseWatched(folders: FolderInfo[], gmail: boolean, max: number
     : ['\\Sent', '\\Drafts', '\\Trash', '\\Junk', '\\Archive', '\\All'];
   const extra = order.flatMap((use) => selectable.filter((f) => f.special_use === use && f !== inbox)).slice(0, max);
   return [...(inbox ? [inbox] : []), ...extra].map((f) => f.path);
+}
+
+/** An IMAP NO answer: the server refused this command (for one folder), the connection is fine. */
+function refusedByServer(err: unknown): boolean {
+  return (err as { responseStatus?: string }).responseStatus === 'NO';
 }
 
 /** The parts of a folder that the `folders` change carries and the Worker stores. */

@@ -51,6 +51,10 @@ export interface MailServer extends MailServerInfo {
   startDovecot(): Promise<void>;
   /** Stop everything and remove the temp dir (unless MAILSERVER_KEEP=1). Idempotent. */
   stop(): Promise<void>;
+  /** Run `doveadm` against this Dovecot (e.g. `['mailbox', 'update', '--uid-validity', '7', '-u', 'alice', 'INBOX']`); returns stdout. */
+  doveadm(args: string[]): Promise<string>;
+  /** The maildir directory of a user's folder (INBOX is the maildir root), for tests that break it on purpose. */
+  maildirOf(user: string, folder: string): string;
   /** The JSON-serialisable part (what global-setup provides to tests). */
   info(): MailServerInfo;
 }
@@ -322,6 +326,9 @@ async function startOnce(opts: StartOptions, ports: Ports): Promise<MailServer> 
         await run(POSTFIX, ['-c', p.conf, 'flush']).catch(() => undefined);
       },
       stopDovecot,
+      doveadm: (args) => run('doveadm', ['-c', d.conf, ...args]),
+      maildirOf: (user, folder) =>
+        path.join(mailRoot, user, 'Maildir', folder.toUpperCase() === 'INBOX' ? '' : `.${folder.replace(/\//g, '.')}`),
       stop: async () => {
         if (stopped) return;
         stopped = true;

@@ -1,0 +1,39 @@
+/** What the end-to-end integrity tests share: test messages, the events an account got, waiting for emails. */
+import { createHash } from 'node:crypto';
+import { eventually, type Service } from './service.ts';
+
+/** A small RFC 822 message whose Message-ID follows from its subject; `extraHeaders` end with CRLF. */
+export const rfc822 = (subject: string, extraHeaders = '', body = `Body of ${subject}\r\n`) =>
+  `From: sender@remote.test\r\nTo: someone@example.test\r\nSubject: ${subject}\r\nMessage-ID: <${createHash('sha1').update(subject).digest('hex')}@remote.test>\r\nDate: ${new Date().toUTCString()}\r\n${extraHeaders}\r\n${body}`;
+
+/** The newest event row so far (a rowid of `events`), to read what came after. */
+export const eventMark = (service: Service): number =>
+  service.query<{ m: number | null }>('SELECT MAX(rowid) AS m FROM events')[0]?.m ?? 0;
+
+/** Events of an account written after `mark`. */
+export function eventsSince(service: Service, accountId: string, mark: number): { type: string; data: any }[] {
+  return service
+    .query<{ type: string; data_json: string }>(
+      'SELECT type, data_json FROM events WHERE account_id = ? AND rowid > ? ORDER BY rowid',
+      accountId,
+      mark,
+    )
+    .map((e) => ({ type: e.type, data: JSON.parse(e.data_json) }));
+}
+
+/** The account's emails by subject (the tests give every message its own subject). */
+export const bySubject = async (service: Service, accountId: string): Promise<Map<string, any>> =>
+  new Map((await service.listEmails(accountId)).map((e: any) => [e.subject as string, e]));
+
+export async function waitListed(service: Service, accountId: string, subjects: string[], timeoutMs = 60_000) {
+  return eventually(
+    async () => {
+      const listed = await bySubject(service, accountId);
+      return subjects.every((s) => listed.has(s)) ? listed : null;
+    },
+    { what: `${subjects.length} emails listed`, timeoutMs, intervalMs: 250 },
+  );
+}
+
+/** Long enough for several polls of a gateway started with GATEWAY_POLL_INTERVAL_MS=1000. */
+export const severalPolls = () => new Promise((r) => setTimeout(r, 4_000));

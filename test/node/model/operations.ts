@@ -1,0 +1,189 @@
+/**
+ * What other mail clients (and the server) do to a mailbox, as seeded random operations against the
+ * real Dovecot: append, copy (to the same or another folder), move, flag, unflag, expunge, create,
+ * rename and delete folders, UIDVALIDITY resets, oversized messages. Every message carries
+ * `X-Model-Id`, so the checker can follow it; copies keep the id of their original.
+ */
+import type { ImapFlow } from 'imapflow';
+import type { MailServer } from '../../mailserver/mailserver.ts';
+
+/** A small deterministic PRNG (mulberry32): the same seed gives the same run. */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export interface ModelContext {
+  mail: MailServer;
+  user: string;
+  client: ImapFlow;
+  random: () => number;
+  /** Next X-Model-Id. */
+  nextId: number;
+  /** Model ids copied since the last check: their email ids may legitimately be shared or new. */
+  copied: Set<number>;
+  counts: Record<string, number>;
+}
+
+const USER_FOLDERS = ['Projects', 'Receipts', 'Travel', 'Old'];
+const BASE_FOLDERS = ['INBOX', 'Archive', 'Trash'];
+
+const pick = <T>(ctx: ModelContext, items: T[]): T => items[Math.floor(ctx.random() * items.length)]!;
+
+export function messageOf(id: number, big = false): string {
+  const filler = big ? Array.from({ length: 400 }, (_, i) => `X-Filler-${i}: ${'f'.repeat(900)}\r\n`).join('') : '';
+  return (
+    `From: model@remote.test\r\nTo: user@example.test\r\nSubject: model ${id}\r\n` +
+    `Message-ID: <model-${id}@remote.test>\r\nX-Model-Id: ${id}\r\nDate: ${new Date().toUTCString()}\r\n${filler}\r\n` +
+    `Message ${id}.\r\n`
+  );
+}
+
+async function folders(ctx: ModelContext): Promise<string[]> {
+  return (await ctx.client.list()).filter((f) => !f.flags.has('\\Noselect')).map((f) => f.path);
+}
+
+/** A random message of a random folder that has one: [folder, uid]. */
+async function someMessage(ctx: ModelContext): Promise<[string, number] | null> {
+  const all = await folders(ctx);
+  for (let tries = 0; tries < 4; tries++) {
+    const path = pick(ctx, all);
+    const lock = await ctx.client.getMailboxLock(path);
+    try {
+      const uids = (await ctx.client.search({ all: true }, { uid: true })) || [];
+      if (uids.length) return [path, pick(ctx, uids)];
+    } finally {
+      lock.release();
+    }
+  }
+  return null;
+}
+
+async function modelIdOf(ctx: ModelContext, path: string, uid: number): Promise<number | null> {
+  const lock = await ctx.client.getMailboxLock(path);
+  try {
+    const msg = await ctx.client.fetchOne(String(uid), { headers: ['x-model-id'] }, { uid: true });
+    const match = msg && /X-Model-Id:\s*(\d+)/i.exec(msg.headers?.toString() ?? '');
+    return match ? Number(match[1]) : null;
+  } finally {
+    lock.release();
+  }
+}
+
+type Operation = (ctx: ModelContext) => Promise<void>;
+
+const OPERATIONS: [number, string, Operation][] = [
+  [
+    30,
+    'append',
+    async (ctx) => {
+      const path = pick(ctx, [...BASE_FOLDERS, 'INBOX', ...(await folders(ctx))]);
+      const flags = ctx.random() < 0.3 ? ['\\Seen'] : [];
+      await ctx.client.append(path, messageOf(ctx.nextId++, ctx.random() < 0.02), flags);
+    },
+  ],
+  [8, 'copy', (ctx) => copyOrMove(ctx, 'copy')],
+  [10, 'move', (ctx) => copyOrMove(ctx, 'move')],
+  [12, 'flag', (ctx) => flag(ctx, true)],
+  [8, 'unflag', (ctx) => flag(ctx, false)],
+  [
+    10,
+    'expunge',
+    async (ctx) => {
+      const at = await someMessage(ctx);
+      if (!at) return;
+      const lock = await ctx.client.getMailboxLock(at[0]);
+      try {
+        await ctx.client.messageDelete(String(at[1]), { uid: true });
+      } finally {
+        lock.release();
+      }
+    },
+  ],
+  [
+    3,
+    'create folder',
+    async (ctx) => {
+      const existing = await folders(ctx);
+      const name = USER_FOLDERS.find((f) => !existing.includes(f));
+      if (name) await ctx.client.mailboxCreate(name);
+    },
+  ],
+  [
+    2,
+    'rename folder',
+    async (ctx) => {
+      const existing = await folders(ctx);
+      const from = existing.filter((f) => USER_FOLDERS.includes(f));
+      const to = USER_FOLDERS.filter((f) => !existing.includes(f));
+      if (from.length && to.length) await ctx.client.mailboxRename(pick(ctx, from), pick(ctx, to));
+    },
+  ],
+  [
+    1,
+    'delete folder',
+    async (ctx) => {
+      const user = (await folders(ctx)).filter((f) => USER_FOLDERS.includes(f));
+      if (user.length) await ctx.client.mailboxDelete(pick(ctx, user));
+    },
+  ],
+  [
+    1,
+    'uidvalidity reset',
+    async (ctx) => {
+      const path = pick(ctx, await folders(ctx));
+      const status = await ctx.client.status(path, { uidValidity: true });
+      const next = Number(status && status.uidValidity) + 1 + Math.floor(ctx.random() * 1000);
+      await ctx.mail.doveadm(['mailbox', 'update', '--uid-validity', String(next), '-u', ctx.user, path]);
+    },
+  ],
+];
+const TOTAL_WEIGHT = OPERATIONS.reduce((sum, [w]) => sum + w, 0);
+
+async function copyOrMove(ctx: ModelContext, kind: 'copy' | 'move'): Promise<void> {
+  const at = await someMessage(ctx);
+  if (!at) return;
+  const destination = kind === 'copy' && ctx.random() < 0.4 ? at[0] : pick(ctx, await folders(ctx));
+  if (kind === 'move' && destination === at[0]) return;
+  const id = await modelIdOf(ctx, at[0], at[1]);
+  if (kind === 'copy' && id !== null) ctx.copied.add(id);
+  const lock = await ctx.client.getMailboxLock(at[0]);
+  try {
+    if (kind === 'copy') await ctx.client.messageCopy(String(at[1]), destination, { uid: true });
+    else await ctx.client.messageMove(String(at[1]), destination, { uid: true });
+  } finally {
+    lock.release();
+  }
+}
+
+async function flag(ctx: ModelContext, add: boolean): Promise<void> {
+  const at = await someMessage(ctx);
+  if (!at) return;
+  const which = ctx.random() < 0.5 ? '\\Seen' : '\\Flagged';
+  const lock = await ctx.client.getMailboxLock(at[0]);
+  try {
+    if (add) await ctx.client.messageFlagsAdd(String(at[1]), [which], { uid: true });
+    else await ctx.client.messageFlagsRemove(String(at[1]), [which], { uid: true });
+  } finally {
+    lock.release();
+  }
+}
+
+/** One random operation; returns its name. */
+export async function randomOperation(ctx: ModelContext): Promise<string> {
+  let roll = ctx.random() * TOTAL_WEIGHT;
+  for (const [weight, name, run] of OPERATIONS) {
+    roll -= weight;
+    if (roll > 0) continue;
+    await run(ctx);
+    ctx.counts[name] = (ctx.counts[name] ?? 0) + 1;
+    return name;
+  }
+  return 'none';
+}

@@ -1,0 +1,138 @@
+/**
+ * The model-based integrity run: a seeded random sequence of what other mail clients do (see
+ * operations.ts), interleaved with gateway SIGKILLs and restarts; every `checkEvery` steps the run
+ * waits for quiescence and then demands that the API equals the server (check.ts), that no email
+ * changed its id while its message stayed, and that the events told the truth.
+ */
+import type { ImapFlow } from 'imapflow';
+import { openImap } from '../../mailserver/client.ts';
+import type { MailServer } from '../../mailserver/mailserver.ts';
+import type { GatewayProcess, Service } from '../service.ts';
+import { differences, eventProblems, readServer, singleInstanceIds } from './check.ts';
+import { randomOperation, rng, type ModelContext } from './operations.ts';
+
+export interface ModelOptions {
+  seed: number;
+  steps: number;
+  checkEvery: number;
+  /** SIGKILL the gateway (and start a new one) every this many steps. */
+  killEvery: number;
+  mail: MailServer;
+  service: Service;
+  user: string;
+  accountId: string;
+  /** Starts a gateway process (the same id each time, as a restarted gateway would have). */
+  startGateway(): GatewayProcess;
+  gateway: GatewayProcess;
+  /** How long to wait for the API to agree with the server at a check. */
+  quiescenceMs?: number;
+  log?: (line: string) => void;
+}
+
+export interface ModelFigures {
+  seed: number;
+  steps: number;
+  checks: number;
+  kills: number;
+  messages: number;
+  operations: Record<string, number>;
+  seconds: number;
+  /** Empty when the run found nothing wrong. */
+  problems: string[];
+}
+
+export async function runModel(options: ModelOptions): Promise<ModelFigures> {
+  const started = Date.now();
+  const log = options.log ?? (() => undefined);
+  let client = await openImap(options.mail.info(), options.user);
+  const ctx: ModelContext = {
+    mail: options.mail,
+    user: options.user,
+    client,
+    random: rng(options.seed),
+    nextId: 1,
+    copied: new Set(),
+    counts: {},
+  };
+  let gateway = options.gateway;
+  let kills = 0;
+  let checks = 0;
+  let known = new Map<number, string>();
+  const problems: string[] = [];
+
+  const usableClient = async (): Promise<ImapFlow> => {
+    if (client.usable) return client;
+    client = await openImap(options.mail.info(), options.user);
+    ctx.client = client;
+    return client;
+  };
+
+  for (let step = 1; step <= options.steps && problems.length === 0; step++) {
+    try {
+      await usableClient();
+      await randomOperation(ctx);
+    } catch (err) {
+      // The server may drop a session (a UIDVALIDITY reset does): the next step reconnects.
+      log(`step ${step}: ${(err as Error).message}`);
+    }
+    if (step % options.killEvery === 0) {
+      await gateway.kill('SIGKILL');
+      gateway = options.startGateway();
+      kills++;
+    }
+    if (step % options.checkEvery === 0 || step === options.steps) {
+      checks++;
+      const found = await check(options, await usableClient(), known, ctx.copied);
+      problems.push(...found.problems.map((p) => `after step ${step}: ${p}`));
+      known = found.known;
+      ctx.copied.clear();
+      log(`step ${step}: checked, ${found.size} messages, ${found.problems.length} problems`);
+    }
+  }
+  await client.logout().catch(() => undefined);
+  return {
+    seed: options.seed,
+    steps: options.steps,
+    checks,
+    kills,
+    messages: ctx.nextId - 1,
+    operations: ctx.counts,
+    seconds: Math.round((Date.now() - started) / 1000),
+    problems,
+  };
+}
+
+async function check(
+  options: ModelOptions,
+  client: ImapFlow,
+  before: Map<number, string>,
+  copied: Set<number>,
+): Promise<{ problems: string[]; known: Map<number, string>; size: number }> {
+  const deadline = Date.now() + (options.quiescenceMs ?? 90_000);
+  let server = await readServer(client);
+  let diff = differences(server, options.service, options.accountId);
+  while (diff.length && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 500));
+    server = await readServer(client);
+    diff = differences(server, options.service, options.accountId);
+  }
+  // Orphans wait out a short grace before they are deleted: let it pass before judging the events.
+  await new Promise((r) => setTimeout(r, 2_000));
+  server = await readServer(client);
+  const problems = [...differences(server, options.service, options.accountId)];
+  const known = singleInstanceIds(server, options.service, options.accountId);
+  for (const [modelId, emailId] of known) {
+    const was = before.get(modelId);
+    if (was && was !== emailId && !copied.has(modelId))
+      problems.push(`model ${modelId} changed its email id: ${was} → ${emailId}`);
+  }
+  problems.push(...eventProblems(options.service, options.accountId));
+  const listed = (await options.service.listEmails(options.accountId)).length;
+  const stored = new Set(
+    options.service
+      .query<{ id: string }>('SELECT id FROM emails WHERE account_id = ?', options.accountId)
+      .map((r) => r.id),
+  ).size;
+  if (listed !== stored) problems.push(`GET /emails lists ${listed} emails, D1 holds ${stored}`);
+  return { problems, known, size: server.length };
+}

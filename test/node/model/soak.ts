@@ -1,0 +1,34 @@
+/**
+ * `npm run soak [steps] [seed]`: the model-based integrity run (run.ts), long. Starts its own Dovecot,
+ * Postfix, `npm start` and gateway; prints its figures and every problem found; exits 1 on a problem.
+ */
+import { connectMailbox } from '../connect.ts';
+import { startEndToEnd, stopEndToEnd } from '../service.ts';
+import { runModel } from './run.ts';
+
+const steps = Number(process.argv[2] ?? 5000);
+const seed = Number(process.argv[3] ?? Date.now() % 1_000_000);
+const env = { GATEWAY_POLL_INTERVAL_MS: '1000' };
+const { mail, service, gateway } = await startEndToEnd('gw-soak', env);
+let failed = true;
+try {
+  const account = await connectMailbox(service, mail.info(), 'alice');
+  const figures = await runModel({
+    seed,
+    steps,
+    checkEvery: 100,
+    killEvery: 150,
+    mail,
+    service,
+    user: 'alice',
+    accountId: account.id,
+    gateway,
+    startGateway: () => service.startGateway('gw-soak', { NODE_EXTRA_CA_CERTS: mail.caFile, ...env }),
+    log: (line) => console.log(line),
+  });
+  console.log(JSON.stringify(figures, null, 2));
+  failed = figures.problems.length > 0;
+} finally {
+  await stopEndToEnd({ mail, service });
+}
+process.exit(failed ? 1 : 0);

@@ -1,7 +1,10 @@
 /**
  * Signatures on every call between the gateway and the Worker, keyed with GATEWAY_SECRET.
- * Header `X-Gateway-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>\n<METHOD>\n<path>\n<sha256 hex of body>")>`.
- * A signature older or newer than five minutes is refused. WebCrypto only, so both runtimes share it.
+ * Header `X-Gateway-Signature: t=<unix seconds>,n=<nonce>,v1=<hex HMAC-SHA256(secret,
+ * "<t>\n<nonce>\n<METHOD>\n<path and query>\n<sha256 hex of body>")>`. A signature more than five
+ * minutes off is refused, and each nonce is accepted once (the Worker remembers it until the
+ * signature has expired), so a captured call cannot be replayed. The control WebSocket's upgrade is
+ * signed the same way (a GET with an empty body). WebCrypto only, so both runtimes share it.
  */
 
 import { constantTimeEqual, hmacSha256, sha256Hex, toHex } from './crypto.ts';
@@ -9,56 +12,58 @@ import { constantTimeEqual, hmacSha256, sha256Hex, toHex } from './crypto.ts';
 export const GATEWAY_SIGNATURE_HEADER = 'X-Gateway-Signature';
 export const MAX_CLOCK_SKEW_SECONDS = 300;
 
-const hmacHex = async (secret: string, message: string): Promise<string> => toHex(await hmacSha256(secret, message));
+const HEADER = /^t=(\d{1,12}),n=([0-9a-f]{32}),v1=([0-9a-f]{64})$/;
 
-const bodyDigest = (body: string | Uint8Array): Promise<string> => sha256Hex(body);
-
-async function canonical(method: string, path: string, body: string | Uint8Array, t: number): Promise<string> {
-  return `${t}\n${method.toUpperCase()}\n${path}\n${await bodyDigest(body)}`;
+interface Signed {
+  method: string;
+  /** The path with its query string, if any. */
+  path: string;
+  /** The body, or its SHA-256 (hex) where the verifier must not read it first (a large upload, checked by R2). */
+  body: string | Uint8Array | { sha256: string };
 }
 
-export async function signRequest(
-  secret: string,
-  request: { method: string; path: string; body: string | Uint8Array },
-  now: number = Date.now(),
-): Promise<string> {
+const bodyDigest = (body: Signed['body']): Promise<string> | string =>
+  typeof body === 'string' || body instanceof Uint8Array ? sha256Hex(body) : body.sha256;
+
+async function mac(secret: string, request: Signed, t: number, nonce: string): Promise<string> {
+  const canonical = `${t}\n${nonce}\n${request.method.toUpperCase()}\n${request.path}\n${await bodyDigest(request.body)}`;
+  return toHex(await hmacSha256(secret, canonical));
+}
+
+export async function signRequest(secret: string, request: Signed, now: number = Date.now()): Promise<string> {
   const t = Math.floor(now / 1000);
-  return `t=${t},v1=${await hmacHex(secret, await canonical(request.method, request.path, request.body, t))}`;
+  const nonce = toHex(crypto.getRandomValues(new Uint8Array(16)));
+  return `t=${t},n=${nonce},v1=${await mac(secret, request, t, nonce)}`;
 }
 
+export interface SignatureHeader {
+  t: number;
+  nonce: string;
+  mac: string;
+  /** Until when (ms) the signature is valid: its nonce must be remembered that long. */
+  expiresMs: number;
+}
+
+/** The header's parts when it is well formed and within the clock skew, else null. Checks no MAC. */
+export function parseSignature(header: string | null | undefined, now: number = Date.now()): SignatureHeader | null {
+  const match = header ? HEADER.exec(header.trim()) : null;
+  if (!match) return null;
+  const t = Number(match[1]);
+  if (Math.abs(now / 1000 - t) > MAX_CLOCK_SKEW_SECONDS) return null;
+  return { t, nonce: match[2]!, mac: match[3]!, expiresMs: (t + MAX_CLOCK_SKEW_SECONDS) * 1000 };
+}
+
+/**
+ * The verified signature (its nonce still to be checked against replays by the caller), or null
+ * when it is missing, malformed, expired or wrong.
+ */
 export async function verifyRequest(
   secret: string,
   header: string | null | undefined,
-  request: { method: string; path: string; body: string | Uint8Array },
+  request: Signed,
   now: number = Date.now(),
-): Promise<boolean> {
-  if (!header || !secret) return false;
-  const match = /^t=(\d{1,12}),v1=([0-9a-f]{64})$/.exec(header.trim());
-  if (!match) return false;
-  const t = Number(match[1]);
-  if (Math.abs(now / 1000 - t) > MAX_CLOCK_SKEW_SECONDS) return false;
-  const expected = await hmacHex(secret, await canonical(request.method, request.path, request.body, t));
-  return constantTimeEqual(expected, match[2]!);
-}
-
-/** Query parameters that authenticate the gateway's WebSocket (browsers' WebSocket API cannot set headers). */
-export async function signConnect(
-  secret: string,
-  gatewayId: string,
-  now: number = Date.now(),
-): Promise<{ t: string; sig: string }> {
-  const t = String(Math.floor(now / 1000));
-  return { t, sig: await hmacHex(secret, `CONNECT ${gatewayId} ${t}`) };
-}
-
-export async function verifyConnect(
-  secret: string,
-  gatewayId: string,
-  t: string | null | undefined,
-  sig: string | null | undefined,
-  now: number = Date.now(),
-): Promise<boolean> {
-  if (!secret || !t || !sig || !/^\d{1,12}$/.test(t) || !/^[0-9a-f]{64}$/.test(sig)) return false;
-  if (Math.abs(now / 1000 - Number(t)) > MAX_CLOCK_SKEW_SECONDS) return false;
-  return constantTimeEqual(await hmacHex(secret, `CONNECT ${gatewayId} ${t}`), sig);
+): Promise<SignatureHeader | null> {
+  const parsed = parseSignature(header, now);
+  if (!parsed || !secret) return null;
+  return (await constantTimeEqual(await mac(secret, request, parsed.t, parsed.nonce), parsed.mac)) ? parsed : null;
 }

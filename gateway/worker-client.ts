@@ -19,12 +19,15 @@ import {
   type LeaseRequest,
   type StatusRequest,
 } from '../common/relay.ts';
-import { GATEWAY_SIGNATURE_HEADER, signConnect, signRequest } from '../common/signing.ts';
+import { DEAD_AFTER_MS, PING, PING_INTERVAL_MS, PONG } from '../common/heartbeat.ts';
+import { GATEWAY_SIGNATURE_HEADER, signRequest } from '../common/signing.ts';
 import { backoffDelay, sleep } from './async.ts';
 import { GatewayError } from './errors.ts';
 import { errorFields, type Logger } from './log.ts';
 
 const REQUEST_TIMEOUT_MS = 60_000;
+/** How long a control request's answer is kept for a repeat of the same request id. */
+const REMEMBER_ANSWERS_MS = 10 * 60_000;
 const RETRY_MIN_MS = 250;
 const RETRY_MAX_MS = 30_000;
 
@@ -57,6 +60,8 @@ export class WorkerClient {
   #base: URL;
   #secret: string;
   #log: Logger;
+  /** Control requests by id: running, or answered (kept REMEMBER_ANSWERS_MS). */
+  #requests = new Map<string, { reply: Promise<GatewayToWorker>; finishedAt: number | null }>();
 
   constructor(opts: { workerUrl: URL; secret: string; gatewayId: string; log: Logger }) {
     this.#base = opts.workerUrl;
@@ -88,7 +93,7 @@ export class WorkerClient {
   /** A composed message waiting to be sent (signed GET, see the `send` request). */
   async outgoing(accountId: string, name: string): Promise<OutgoingMessage> {
     const url = new URL(`${accountPath(accountId)}/outgoing/${encodeURIComponent(name)}`, this.#base);
-    const signature = await signRequest(this.#secret, { method: 'GET', path: url.pathname, body: '' });
+    const signature = await signRequest(this.#secret, { method: 'GET', path: url.pathname + url.search, body: '' });
     const res = await fetch(url, {
       headers: { [GATEWAY_SIGNATURE_HEADER]: signature },
       signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
@@ -125,7 +130,7 @@ export class WorkerClient {
       if (opts.signal?.aborted) throw new Aborted(`aborted: ${path}`);
       let failure: string;
       try {
-        const signature = await signRequest(this.#secret, { method, path: url.pathname, body });
+        const signature = await signRequest(this.#secret, { method, path: url.pathname + url.search, body });
         const signals = [AbortSignal.timeout(REQUEST_TIMEOUT_MS), ...(opts.signal ? [opts.signal] : [])];
         const res = await fetch(url, {
           method,
@@ -178,29 +183,63 @@ export class WorkerClient {
     }
   }
 
-  /** One socket's life; resolves when it closes, with whether it had opened. */
+  /**
+   * One socket's life; resolves when it closes or is found dead, with whether it had opened. The
+   * upgrade is signed in headers with a one-time nonce (nothing replayable in the URL). Every
+   * PING_INTERVAL_MS it pings; DEAD_AFTER_MS without a word from the Worker (a silently dropped
+   * connection) ends it without waiting for a close handshake that will never come.
+   */
   async #connectOnce(handle: (request: GatewayRequest) => Promise<unknown>, signal: AbortSignal): Promise<boolean> {
-    const { t, sig } = await signConnect(this.#secret, this.gatewayId);
     const url = new URL('/internal/gateway/connect', this.#base);
+    url.search = new URLSearchParams({ gateway_id: this.gatewayId }).toString();
+    const signature = await signRequest(this.#secret, { method: 'GET', path: url.pathname + url.search, body: '' });
     url.protocol = this.#base.protocol === 'https:' ? 'wss:' : 'ws:';
-    url.search = new URLSearchParams({ gateway_id: this.gatewayId, t, sig }).toString();
-    const ws = new WebSocket(url);
+    const ws = new WebSocket(url, { headers: { [GATEWAY_SIGNATURE_HEADER]: signature } });
     let opened = false;
+    let heardAt = Date.now();
+    let ended: (why: string) => void = () => {};
+    const end = new Promise<string>((resolve) => {
+      ended = resolve;
+    });
     const onAbort = () => ws.close(1001, 'gateway stopping');
     signal.addEventListener('abort', onAbort, { once: true });
     ws.addEventListener('open', () => {
       opened = true;
+      heardAt = Date.now();
       this.#log.info('control socket open');
     });
     ws.addEventListener('message', (event) => {
+      heardAt = Date.now();
+      if (event.data === PONG) return;
       void this.#answer(ws, event.data, handle);
     });
-    await new Promise<void>((resolve) => ws.addEventListener('close', () => resolve(), { once: true }));
+    ws.addEventListener('close', () => ended('closed'), { once: true });
+    const heartbeat = setInterval(() => {
+      if (Date.now() - heardAt > DEAD_AFTER_MS) {
+        ended('no heartbeat');
+        return;
+      }
+      if (ws.readyState === WebSocket.OPEN) ws.send(PING);
+    }, PING_INTERVAL_MS);
+    const why = await end;
+    clearInterval(heartbeat);
     signal.removeEventListener('abort', onAbort);
-    if (!signal.aborted) this.#log.warn(opened ? 'control socket closed' : 'control socket could not connect');
+    if (why !== 'closed') {
+      // Half-open: a close frame would wait for an answer that never comes. Let it go in the background.
+      try {
+        ws.close(4000, why);
+      } catch {
+        // already closing
+      }
+    }
+    if (!signal.aborted) this.#log.warn(opened ? `control socket ${why}` : 'control socket could not connect');
     return opened;
   }
 
+  /**
+   * Answers a request. A request id seen before (the Worker sends a request again on a new socket
+   * when the old one died before answering) gets the first run's answer: it is never run twice.
+   */
   async #answer(ws: WebSocket, data: unknown, handle: (request: GatewayRequest) => Promise<unknown>): Promise<void> {
     let message: WorkerToGateway;
     try {
@@ -209,13 +248,30 @@ export class WorkerClient {
       this.#log.warn('control socket: ignored a malformed message');
       return;
     }
-    let reply: GatewayToWorker;
+    this.#forgetOldRequests();
+    let run = this.#requests.get(message.id);
+    if (!run) {
+      run = { reply: this.#run(message, handle), finishedAt: null };
+      const entry = run;
+      void entry.reply.then(() => {
+        entry.finishedAt = Date.now();
+      });
+      this.#requests.set(message.id, run);
+    }
+    const reply = await run.reply;
+    if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(reply));
+  }
+
+  async #run(
+    message: WorkerToGateway,
+    handle: (request: GatewayRequest) => Promise<unknown>,
+  ): Promise<GatewayToWorker> {
     try {
-      reply = { type: 'response', id: message.id, ok: true, result: await handle(message.request) };
+      return { type: 'response', id: message.id, ok: true, result: await handle(message.request) };
     } catch (err) {
       const known = err instanceof GatewayError;
       if (!known) this.#log.error('control request failed', { op: message.request.op, ...errorFields(err) });
-      reply = {
+      return {
         type: 'response',
         id: message.id,
         ok: false,
@@ -224,7 +280,13 @@ export class WorkerClient {
           : { kind: 'unexpected_error', detail: 'the gateway failed to handle the request' },
       };
     }
-    if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(reply));
+  }
+
+  /** Answers are kept long enough for any re-sent request (the Worker gives up on a request within minutes). */
+  #forgetOldRequests(): void {
+    const before = Date.now() - REMEMBER_ANSWERS_MS;
+    for (const [id, run] of this.#requests)
+      if (run.finishedAt !== null && run.finishedAt < before) this.#requests.delete(id);
   }
 }
 

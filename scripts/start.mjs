@@ -42,7 +42,18 @@ function ensureDevVars() {
 }
 
 const vars = ensureDevVars();
-for (const name of ['ADMIN_API_KEY', 'CREDENTIALS_KEY', 'GATEWAY_SECRET', 'ALLOW_PRIVATE_WEBHOOK_URLS']) {
+// Local development talks to a mail server on this machine (the tests' Dovecot and Postfix): private
+// mail hosts and plaintext mail are allowed unless .dev.vars or the environment says otherwise.
+vars.ALLOW_PRIVATE_MAIL_HOSTS ??= 'true';
+vars.ALLOW_PLAINTEXT_MAIL ??= 'true';
+for (const name of [
+  'ADMIN_API_KEY',
+  'CREDENTIALS_KEY',
+  'GATEWAY_SECRET',
+  'ALLOW_PRIVATE_WEBHOOK_URLS',
+  'ALLOW_PRIVATE_MAIL_HOSTS',
+  'ALLOW_PLAINTEXT_MAIL',
+]) {
   if (process.env[name]) vars[name] = process.env[name];
 }
 const port = process.env.PORT ?? '8787';
@@ -84,6 +95,8 @@ const worker = spawn(
       '--persist-to',
       persistTo,
       '--show-interactive-dev-session=false',
+      // Local dev runs no cron: GET /__scheduled runs the minute sweep now (tests, benchmarks, by hand).
+      '--test-scheduled',
       ...overrides,
     ],
     { stdio: 'inherit', detached: true },

@@ -15,6 +15,7 @@ import { drafts, emails } from './routes/emails.ts';
 import { contacts } from './routes/contacts.ts';
 import { folders } from './routes/folders.ts';
 import { accountScoped } from './routes/account-scoped.ts';
+import { MAX_INTERNAL_BODY_BYTES, requireSignatureHeader } from './gateways/auth.ts';
 import { gatewayRoutes } from './gateways/routes.ts';
 import { webhooks } from './routes/webhooks.ts';
 import { accountEmailActions, emailActions } from './routes/actions.ts';
@@ -66,7 +67,16 @@ export function createApp(): Hono<AppEnv> {
   v1.notFound((c) => errorResponse('not_found', `No route for ${c.req.method} ${new URL(c.req.url).pathname}.`));
 
   app.route('/api/v1', v1);
-  // The gateway's side door: signed with GATEWAY_SECRET, never reachable with an API key.
+  // The gateway's side door: signed with GATEWAY_SECRET, never reachable with an API key. Unsigned
+  // calls are refused before their body is read; bodies are capped (Content-Length, then while streaming).
+  app.use('/internal/*', requireSignatureHeader);
+  app.use(
+    '/internal/*',
+    bodyLimit({
+      maxSize: MAX_INTERNAL_BODY_BYTES,
+      onError: () => errorResponse('payload_too_large', 'The gateway call is larger than allowed.'),
+    }),
+  );
   app.route('/internal/gateway', gatewayRoutes);
   // Open pixel and click redirects of tracked emails: public, signed links (no API key).
   app.route('/t', tracking);

@@ -17,6 +17,10 @@ export interface Env {
   GATEWAY_SECRET: string;
   /** "true" allows webhook URLs on private/loopback addresses (local development). */
   ALLOW_PRIVATE_WEBHOOK_URLS?: string;
+  /** "true" allows auth intents with private/loopback/link-local IMAP/SMTP hosts (local development). */
+  ALLOW_PRIVATE_MAIL_HOSTS?: string;
+  /** "true" allows IMAP/SMTP encryption NONE (passwords in clear; local development). */
+  ALLOW_PLAINTEXT_MAIL?: string;
   /** Public origin of the Worker for tracking links (e.g. https://mail.example.com); default: the request's origin. */
   PUBLIC_URL?: string;
 }

@@ -7,6 +7,7 @@ const BENCHES: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   send: () => import('./send.bench.ts'),
   latency: () => import('./latency.bench.ts'),
   query: () => import('./query.bench.ts'),
+  webhooks: () => import('./webhooks.bench.ts'),
 };
 
 const wanted = process.argv.slice(2);

@@ -30,6 +30,8 @@ export default defineProject({
           CREDENTIALS_KEY: 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=',
           GATEWAY_SECRET: 'test-gateway-secret',
           ALLOW_PRIVATE_WEBHOOK_URLS: 'true',
+          ALLOW_PRIVATE_MAIL_HOSTS: 'true',
+          ALLOW_PLAINTEXT_MAIL: 'true',
           TEST_MIGRATIONS: await readD1Migrations(`${root}/migrations`),
           TEST_FIXTURES: fixtureFiles(),
         },

@@ -1,20 +1,30 @@
-import { createExecutionContext, createMessageBatch, createScheduledController, getQueueResult } from 'cloudflare:test';
+import { createScheduledController } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { Webhook } from 'standardwebhooks';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { Env, WebhookQueueMessage } from '../../worker/env.ts';
+import type { Env } from '../../worker/env.ts';
 import { eventStatement, newEvent, type OutboxEvent } from '../../worker/events/outbox.ts';
-import type { EventType } from '../../worker/events/types.ts';
 import { newId } from '../../worker/lib/ids.ts';
-import { handleWebhookBatch } from '../../worker/webhooks/consumer.ts';
-import { deliveryOptions, type DeliveryOptions, retryDelayMs } from '../../worker/webhooks/delivery.ts';
+import { deliveryOptions, type DeliveryOptions, retryDelayMs } from '../../worker/webhooks/schedule.ts';
 import { createEndpointBody } from '../../worker/webhooks/endpoints.ts';
 import { runSweep } from '../../worker/webhooks/sweep.ts';
 import { webhookUrlProblem } from '../../worker/webhooks/url.ts';
 import worker from '../../worker/index.ts';
 import { api, expectError } from './helpers.ts';
+import {
+  type Call,
+  consume,
+  conversations,
+  createEndpoint,
+  emailData,
+  eventMessage,
+  HOOK_URL,
+  insertAccount,
+  recordingEnv,
+  subscriber,
+  writeEvent,
+} from './webhook-helpers.ts';
 
-const HOOK_URL = 'https://hooks.example.com/mailbox';
 const SECOND = 1000;
 
 beforeEach(async () => {
@@ -28,27 +38,6 @@ beforeEach(async () => {
 afterEach(() => {
   vi.restoreAllMocks();
 });
-
-async function insertAccount(): Promise<string> {
-  const id = newId('account');
-  const now = new Date().toISOString();
-  await env.DB.prepare(
-    `INSERT INTO accounts (id, email, user_id, imap_host, imap_port, imap_encryption, smtp_host, smtp_port,
-       smtp_encryption, smtp_user, credentials, created_at, updated_at)
-     VALUES (?, ?, ?, 'imap.example.com', 993, 'SSL', 'smtp.example.com', 465, 'SSL', ?, 'sealed', ?, ?)`,
-  )
-    .bind(id, `${id}@example.com`, id, id, now, now)
-    .run();
-  return id;
-}
-
-async function createEndpoint(fields: Record<string, unknown> = {}) {
-  const res = await api('POST', '/webhooks/endpoints', {
-    body: { url: HOOK_URL, trigger_events: ['email.new'], ...fields },
-  });
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return res.body as { id: string; secret: string; url: string; [key: string]: unknown };
-}
 
 describe('webhook endpoints', () => {
   it('creates an endpoint with a Standard Webhooks secret, stored encrypted', async () => {
@@ -229,92 +218,11 @@ describe('webhook endpoints', () => {
 // Delivery. The consumer runs with an in-test subscriber (its `fetch`), a clock the test moves,
 // and a queue that records what would be enqueued, so each step is driven and seen by the test.
 
-type Answer = number | 'hang' | 'network-error';
-
-interface Call {
-  url: string;
-  headers: Headers;
-  body: string;
-  json: any;
-}
-
-/** A webhook subscriber: records every call and gives the next answer (the last one repeats). */
-function subscriber(...answers: Answer[]) {
-  const calls: Call[] = [];
-  const queue = answers.length ? answers : [200];
-  const fetch: DeliveryOptions['fetch'] = async (url, init) => {
-    const body = String(init.body);
-    calls.push({ url, headers: new Headers(init.headers), body, json: JSON.parse(body) });
-    const answer = queue.length > 1 ? queue.shift()! : queue[0]!;
-    if (answer === 'network-error') throw new TypeError('connection refused');
-    if (answer === 'hang') {
-      return new Promise((_, reject) => init.signal!.addEventListener('abort', () => reject(init.signal!.reason)));
-    }
-    return new Response(`answer ${answer}`, { status: answer });
-  };
-  return { calls, fetch };
-}
-
-interface Sent {
-  body: WebhookQueueMessage;
-  delaySeconds?: number;
-}
-
-/** The test's env, whose queue records messages instead of delivering them. */
-function recordingEnv(): { env: Env; sent: Sent[] } {
-  const sent: Sent[] = [];
-  const queue = {
-    async send(body: WebhookQueueMessage, options?: QueueSendOptions) {
-      sent.push({ body, delaySeconds: options?.delaySeconds });
-    },
-    async sendBatch(messages: Iterable<MessageSendRequest<WebhookQueueMessage>>, options?: QueueSendBatchOptions) {
-      for (const m of messages) sent.push({ body: m.body, delaySeconds: m.delaySeconds ?? options?.delaySeconds });
-    },
-  };
-  return { env: { ...env, WEBHOOKS: queue as unknown as Queue<WebhookQueueMessage> }, sent };
-}
-
 let clock = Date.now();
 
 function options(sub: ReturnType<typeof subscriber>, overrides: Partial<DeliveryOptions> = {}): DeliveryOptions {
   return deliveryOptions({ fetch: sub.fetch, now: () => clock, random: () => 0.5, timeoutMs: 50, ...overrides });
 }
-
-async function consume(testEnv: Env, opts: DeliveryOptions, bodies: WebhookQueueMessage[]) {
-  const batch = createMessageBatch<WebhookQueueMessage>(
-    'mailbox-webhooks',
-    bodies.map((body, i) => ({ id: `msg-${i}`, timestamp: new Date(clock), attempts: 1, body })),
-  );
-  const ctx = createExecutionContext();
-  await handleWebhookBatch(batch, testEnv, opts);
-  return getQueueResult(batch, ctx);
-}
-
-/** An outbox event, marked as handed to the queue (the test then plays the queue's part). */
-async function writeEvent(type: EventType, accountId: string | null, data: unknown): Promise<OutboxEvent> {
-  const event = newEvent(type, accountId, data);
-  await env.DB.batch([
-    eventStatement(env.DB, event),
-    env.DB.prepare('UPDATE events SET enqueued_at = ? WHERE id = ?').bind(event.created_at, event.id),
-  ]);
-  return event;
-}
-
-const eventMessage = (event: OutboxEvent): WebhookQueueMessage => ({ kind: 'event', event_id: event.id });
-
-async function conversations(endpointId?: string) {
-  const sql = `SELECT * FROM webhook_conversations ${endpointId ? 'WHERE endpoint_id = ?' : ''} ORDER BY created_at, id`;
-  const stmt = env.DB.prepare(sql);
-  return (await (endpointId ? stmt.bind(endpointId) : stmt).all<Record<string, any>>()).results;
-}
-
-const emailData = (body = '<p>Hi</p>') => ({
-  object: 'Email',
-  id: newId('email'),
-  subject: 'Hello',
-  body,
-  body_plain: 'Hi',
-});
 
 async function hmac(key: Uint8Array, message: string): Promise<Uint8Array> {
   const cryptoKey = await crypto.subtle.importKey('raw', key, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
@@ -604,7 +512,7 @@ describe('the sweep', () => {
       .run();
     const { env: testEnv, sent } = recordingEnv();
 
-    expect(await runSweep(testEnv, clock)).toEqual({ events: 1, retries: 0, idempotency_keys: 1 });
+    expect(await runSweep(testEnv, clock)).toEqual({ events: 1, retries: 0, idempotency_keys: 1, expired: 0 });
     expect(sent).toEqual([{ body: { kind: 'event', event_id: lost.id } }]);
     const rows = await env.DB.prepare('SELECT id, enqueued_at FROM events').all<{
       id: string;

@@ -18,6 +18,7 @@ import { ACCOUNT_COLUMNS, presentAccount, type AccountRow } from './present.ts';
 import { defaultEncryption, providerDefaults } from './providers.ts';
 import { accountObject } from '../durable/account-stub.ts';
 import { AccountMetadata } from './metadata.ts';
+import { checkMailServers, sameUnreachableError } from './mail-hosts.ts';
 
 const port = z
   .number()
@@ -106,6 +107,7 @@ async function loadAccountRow(env: Env, id: string): Promise<AccountRow | null> 
 
 export async function connectAccount(env: Env, body: AuthIntent) {
   const config = resolveServers(body);
+  checkMailServers(env, config);
   const reconnectId = body.account_id === undefined ? null : parseId('account', body.account_id);
   if (body.account_id !== undefined && !reconnectId) throw new ApiError('not_found', 'Account not found');
   const previous = reconnectId ? await loadAccountRow(env, reconnectId) : null;
@@ -126,7 +128,9 @@ export async function connectAccount(env: Env, body: AuthIntent) {
   }
 
   // The gateway logs in to IMAP and SMTP and lists the folders; nothing is stored before that worked.
-  const { gatewayId, result } = await callAnyGateway(env, { op: 'verify', config });
+  const { gatewayId, result } = await callAnyGateway(env, { op: 'verify', config }).catch((err: unknown) => {
+    throw sameUnreachableError(err);
+  });
   const { folders } = VerifyResult.parse(result);
 
   const now = Date.now();

@@ -2,8 +2,16 @@
  * One Durable Object per gateway process (named by its GATEWAY_ID): it holds that gateway's
  * control WebSocket, so any part of the Worker can send the gateway a request and await its answer.
  * The socket is accepted with the hibernation API; an object with a request in flight stays awake.
+ *
+ * Liveness (common/heartbeat.ts): the gateway pings, the runtime answers for us and notes when; a
+ * socket silent for DEAD_AFTER_MS is dead. Requests belong to the socket they were sent on: a new
+ * socket of the same gateway takes the new requests, while the old one keeps its pending ones until
+ * they are answered, and is closed then. When a socket dies (closed, or silent), its pending requests
+ * are sent again on the newest live socket, or wait for one until their own deadline; the gateway
+ * answers a request id it has seen from memory instead of running it twice.
  */
 import { DurableObject } from 'cloudflare:workers';
+import { DEAD_AFTER_MS, PING, PONG } from '../../common/heartbeat.ts';
 import { GatewayToWorker, type GatewayErrorKind, type GatewayRequest } from '../../common/relay.ts';
 import type { Env } from '../env.ts';
 import { isoNow } from '../lib/time.ts';
@@ -17,24 +25,53 @@ export type GatewayAnswer =
   | { ok: false; kind: GatewayErrorKind; detail: string }
   | { ok: false; kind: 'unavailable'; detail: string };
 
+interface SocketInfo {
+  gateway_id: string;
+  socket_id: string;
+  opened_ms: number;
+}
+
 interface Pending {
+  request: GatewayRequest;
+  /** The socket it was last sent on; null while it waits for a live one. */
+  socketId: string | null;
   resolve: (answer: GatewayAnswer) => void;
   timer: ReturnType<typeof setTimeout>;
 }
 
+/** After a socket was lost uncleanly, requests wait this long for the gateway's next socket. */
+const RECONNECT_GRACE_MS = 20_000;
+/** Close codes of a gateway that went away on purpose (stopping): nothing to wait for. */
+const CLEAN_CLOSE = new Set([1000, 1001]);
+
+const info = (ws: WebSocket) => (ws.deserializeAttachment() ?? {}) as Partial<SocketInfo>;
+
 export class GatewayObject extends DurableObject<Env> {
   private readonly pending = new Map<string, Pending>();
+  private watchdog: ReturnType<typeof setInterval> | null = null;
+  /** When a socket was last lost without a clean close (in memory: a woken object has none). */
+  private lostAt = 0;
 
-  /** The gateway's WebSocket upgrade, already authenticated by the Worker. */
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair(PING, PONG));
+  }
+
+  /** The gateway's WebSocket upgrade, already authenticated by the Worker (signed, nonce used once). */
   override async fetch(request: Request): Promise<Response> {
     const gatewayId = new URL(request.url).searchParams.get('gateway_id');
     if (request.headers.get('Upgrade') !== 'websocket' || !gatewayId)
       return new Response('expected a WebSocket upgrade', { status: 426 });
-    // One socket per gateway: a reconnecting process replaces its old socket.
-    for (const old of this.ctx.getWebSockets()) old.close(1012, 'replaced by a new connection');
     const { 0: client, 1: server } = new WebSocketPair();
     this.ctx.acceptWebSocket(server);
-    server.serializeAttachment({ gateway_id: gatewayId });
+    const socket: SocketInfo = { gateway_id: gatewayId, socket_id: crypto.randomUUID(), opened_ms: Date.now() };
+    server.serializeAttachment(socket);
+    // Older sockets: the dead ones go now (their requests move here); the live ones finish theirs.
+    for (const old of this.ctx.getWebSockets()) {
+      if (old !== server && (!this.alive(old) || !this.holdsRequests(old)))
+        this.retire(old, 'replaced by a new connection');
+    }
+    this.dispatchWaiting();
     await this.env.DB.prepare(
       `INSERT INTO gateways (id, connected, connected_at, last_seen_ms) VALUES (?, 1, ?, ?)
        ON CONFLICT (id) DO UPDATE SET connected = 1, connected_at = excluded.connected_at, last_seen_ms = excluded.last_seen_ms`,
@@ -44,7 +81,7 @@ export class GatewayObject extends DurableObject<Env> {
     return new Response(null, { status: 101, webSocket: client });
   }
 
-  override async webSocketMessage(_ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
+  override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
     let parsed: GatewayToWorker;
     try {
       parsed = GatewayToWorker.parse(
@@ -54,54 +91,151 @@ export class GatewayObject extends DurableObject<Env> {
       return; // not a response we understand; the gateway logs its own errors
     }
     const waiting = this.pending.get(parsed.id);
-    if (!waiting) return;
-    this.pending.delete(parsed.id);
-    clearTimeout(waiting.timer);
-    waiting.resolve(
-      parsed.ok
-        ? { ok: true, result: parsed.result }
-        : { ok: false, kind: parsed.error.kind, detail: parsed.error.detail },
-    );
+    if (waiting) {
+      this.settle(
+        parsed.id,
+        parsed.ok
+          ? { ok: true, result: parsed.result }
+          : { ok: false, kind: parsed.error.kind, detail: parsed.error.detail },
+      );
+    }
+    // A superseded socket is closed once its last request is answered.
+    const newest = this.newestLive();
+    if (newest && ws !== newest && !this.holdsRequests(ws)) this.retire(ws, 'replaced by a new connection');
   }
 
-  override async webSocketClose(ws: WebSocket): Promise<void> {
-    await this.disconnected(ws);
+  override async webSocketClose(ws: WebSocket, code: number): Promise<void> {
+    await this.disconnected(ws, CLEAN_CLOSE.has(code));
   }
 
   override async webSocketError(ws: WebSocket): Promise<void> {
-    await this.disconnected(ws);
-  }
-
-  private async disconnected(ws: WebSocket): Promise<void> {
-    const { gateway_id } = (ws.deserializeAttachment() ?? {}) as { gateway_id?: string };
-    const open = this.ctx.getWebSockets().filter((s) => s !== ws && s.readyState === WebSocket.OPEN);
-    if (gateway_id && open.length === 0) {
-      await this.env.DB.prepare('UPDATE gateways SET connected = 0 WHERE id = ?').bind(gateway_id).run();
-    }
-    for (const [id, waiting] of this.pending) {
-      clearTimeout(waiting.timer);
-      waiting.resolve({ ok: false, kind: 'unavailable', detail: 'the gateway disconnected before answering' });
-      this.pending.delete(id);
-    }
+    await this.disconnected(ws, false);
   }
 
   /** Send a request to the gateway and wait for its answer (bounded by `timeoutMs`). */
   async request(request: GatewayRequest, timeoutMs: number): Promise<GatewayAnswer> {
-    const socket = this.ctx.getWebSockets().find((s) => s.readyState === WebSocket.OPEN);
-    if (!socket) return { ok: false, kind: 'unavailable', detail: 'the gateway is not connected' };
+    if (!this.isConnected()) return { ok: false, kind: 'unavailable', detail: 'the gateway is not connected' };
     const id = crypto.randomUUID();
     const answer = new Promise<GatewayAnswer>((resolve) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(id);
-        resolve({ ok: false, kind: 'unavailable', detail: `no answer within ${Math.round(timeoutMs / 1000)} s` });
-      }, timeoutMs);
-      this.pending.set(id, { resolve, timer });
+      const timer = setTimeout(
+        () =>
+          this.settle(id, {
+            ok: false,
+            kind: 'unavailable',
+            detail: `no answer within ${Math.round(timeoutMs / 1000)} s`,
+          }),
+        timeoutMs,
+      );
+      this.pending.set(id, { request, socketId: null, resolve, timer });
     });
-    socket.send(JSON.stringify({ type: 'request', id, request }));
+    this.dispatch(id);
+    this.watchdog ??= setInterval(() => this.checkSockets(), DEAD_AFTER_MS / 4);
     return answer;
   }
 
+  /**
+   * A live socket, or one lost uncleanly a moment ago: gone silent, or dropped, within the time the
+   * gateway needs to notice and reconnect. Requests wait for that reconnect instead of failing.
+   */
   isConnected(): boolean {
-    return this.ctx.getWebSockets().some((s) => s.readyState === WebSocket.OPEN);
+    if (this.newestLive()) return true;
+    const now = Date.now();
+    const silentSince = Math.max(
+      0,
+      ...this.ctx
+        .getWebSockets()
+        .filter((ws) => ws.readyState === WebSocket.OPEN)
+        .map((ws) => this.lastSign(ws)),
+    );
+    return now - silentSince <= DEAD_AFTER_MS + RECONNECT_GRACE_MS || now - this.lostAt <= RECONNECT_GRACE_MS;
+  }
+
+  /** The last ping of a socket, or its opening. */
+  private lastSign(ws: WebSocket): number {
+    const lastPing = this.ctx.getWebSocketAutoResponseTimestamp(ws)?.getTime() ?? 0;
+    return Math.max(lastPing, info(ws).opened_ms ?? 0);
+  }
+
+  /** Alive: open, and pinged (or opened) within DEAD_AFTER_MS. */
+  private alive(ws: WebSocket): boolean {
+    return ws.readyState === WebSocket.OPEN && Date.now() - this.lastSign(ws) <= DEAD_AFTER_MS;
+  }
+
+  private newestLive(): WebSocket | null {
+    let newest: WebSocket | null = null;
+    for (const ws of this.ctx.getWebSockets()) {
+      if (this.alive(ws) && (!newest || (info(ws).opened_ms ?? 0) >= (info(newest).opened_ms ?? 0))) newest = ws;
+    }
+    return newest;
+  }
+
+  private holdsRequests(ws: WebSocket): boolean {
+    const socketId = info(ws).socket_id;
+    return [...this.pending.values()].some((p) => p.socketId === socketId);
+  }
+
+  /** Sends a pending request on the newest live socket, or leaves it waiting for one. */
+  private dispatch(id: string): void {
+    const pending = this.pending.get(id);
+    const socket = this.newestLive();
+    if (!pending || !socket) {
+      if (pending) pending.socketId = null;
+      return;
+    }
+    pending.socketId = info(socket).socket_id ?? null;
+    try {
+      socket.send(JSON.stringify({ type: 'request', id, request: pending.request }));
+    } catch {
+      pending.socketId = null; // closing under us: the next check or socket sends it
+    }
+  }
+
+  private dispatchWaiting(): void {
+    for (const [id, pending] of this.pending) if (pending.socketId === null) this.dispatch(id);
+  }
+
+  /** Closes a socket (if still open) and moves its pending requests to another. */
+  private retire(ws: WebSocket, reason: string, code = 1012): void {
+    try {
+      if (ws.readyState === WebSocket.OPEN) ws.close(code, reason);
+    } catch {
+      // already closing
+    }
+    const socketId = info(ws).socket_id;
+    for (const pending of this.pending.values()) if (pending.socketId === socketId) pending.socketId = null;
+    this.dispatchWaiting();
+  }
+
+  /** While requests are pending: dead sockets are closed, waiting requests go out on a live one. */
+  private checkSockets(): void {
+    for (const ws of this.ctx.getWebSockets()) {
+      if (ws.readyState === WebSocket.OPEN && !this.alive(ws)) {
+        this.lostAt = Date.now();
+        this.retire(ws, 'no heartbeat', 1011);
+      }
+    }
+    this.dispatchWaiting();
+  }
+
+  private settle(id: string, answer: GatewayAnswer): void {
+    const pending = this.pending.get(id);
+    if (!pending) return;
+    this.pending.delete(id);
+    clearTimeout(pending.timer);
+    pending.resolve(answer);
+    if (this.pending.size === 0 && this.watchdog) {
+      clearInterval(this.watchdog);
+      this.watchdog = null;
+    }
+  }
+
+  private async disconnected(ws: WebSocket, clean: boolean): Promise<void> {
+    const { gateway_id } = info(ws);
+    if (!clean) this.lostAt = Date.now();
+    this.retire(ws, 'closed');
+    const open = this.ctx.getWebSockets().filter((s) => s !== ws && s.readyState === WebSocket.OPEN);
+    if (gateway_id && open.length === 0) {
+      await this.env.DB.prepare('UPDATE gateways SET connected = 0 WHERE id = ?').bind(gateway_id).run();
+    }
   }
 }

@@ -1,8 +1,9 @@
 /**
  * The outbox. A change and its event are written in the same D1 batch (`eventStatement` goes into
  * the change's batch); after the batch commits, `dispatchEvents` puts the event ids on the queue and
- * marks them enqueued. If that second step never happens (crash, queue outage), the scheduled sweep
- * finds rows with `enqueued_at IS NULL` and sends them: at-least-once, with a stable event id.
+ * marks them enqueued. Until the consumer's fan-out commits (`fanned_out_at`), the scheduled sweep
+ * re-sends the row whatever went wrong (crash, queue outage, a consumer failing past the queue's
+ * retries): at-least-once, with a stable event id (README, "Delivery guarantees").
  */
 import type { Env } from '../env.ts';
 import { newId } from '../lib/ids.ts';

@@ -10,6 +10,7 @@ import { notFound } from '../lib/errors.ts';
 import { fromBase64 } from '../lib/crypto.ts';
 import { parseId } from '../lib/ids.ts';
 import { outgoingByTrackingId } from '../send/outgoing.ts';
+import { admitHit } from '../tracking/limits.ts';
 import { verifyTrackingSignature } from '../tracking/links.ts';
 
 /** A transparent 1×1 GIF. */
@@ -23,7 +24,10 @@ async function verified(c: Context<AppEnv>, purpose: 'open' | 'click', url = '')
   return trackingId;
 }
 
-/** tracking.open / tracking.click with {email_id, tracking_id, url?, user_agent, ip, label}, through the outbox. */
+/**
+ * tracking.open / tracking.click with {email_id, tracking_id, url?, user_agent, ip, label}, through
+ * the outbox; bursts and floods of hits are cut down first (tracking/limits.ts).
+ */
 async function record(
   c: Context<AppEnv>,
   type: 'tracking.open' | 'tracking.click',
@@ -33,6 +37,8 @@ async function record(
   const db = c.env.DB;
   const outgoing = await outgoingByTrackingId(db, trackingId);
   if (!outgoing) return; // the account was removed since
+  const hit = url === undefined ? { purpose: 'open' as const } : { purpose: 'click' as const, url };
+  if (!(await admitHit(db, trackingId, hit, Date.now()))) return;
   const email = await db
     .prepare('SELECT id FROM emails WHERE account_id = ? AND tracking_id = ? ORDER BY created_at LIMIT 1')
     .bind(outgoing.account_id, trackingId)

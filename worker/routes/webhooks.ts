@@ -13,7 +13,8 @@ import {
   dropWaitingStatement,
   presentConversation,
 } from '../webhooks/conversations.ts';
-import { attemptDelivery, deliveryOptions, loadDeliveryRow } from '../webhooks/delivery.ts';
+import { attemptDelivery, loadDeliveryRow } from '../webhooks/delivery.ts';
+import { deliveryOptions } from '../webhooks/schedule.ts';
 import {
   assertAccountsExist,
   createEndpointBody,
@@ -115,5 +116,5 @@ export const webhooks = new Hono<AppEnv>()
     if (!row) throw notFound('Webhook conversation');
     if (row.endpoint_enabled !== 1)
       throw invalid(`the endpoint ${row.endpoint_id} is paused; enable it before retrying`);
-    return c.json(presentConversation(await attemptDelivery(c.env, deliveryOptions(), row, { manual: true })));
+    return c.json(presentConversation(await attemptDelivery(c.env, deliveryOptions(), row)));
   });

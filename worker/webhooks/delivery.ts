@@ -6,101 +6,109 @@
  * than the timeout, in one conditional UPDATE, so a duplicate queue message or a sweep re-send of
  * the same conversation finds it not due and skips it; if the sender dies, the lease runs out and
  * the sweep hands the call out again. Calls are at-least-once; subscribers dedupe on `webhook-id`.
+ *
+ * Every automatic attempt is counted by its claim, before it goes on the wire: an attempt whose
+ * outcome is never written (the consumer died, D1 failed) still shows in the log, as an attempt
+ * with `last_error` saying so, and is made again once its lease runs out.
  */
 import type { Env, WebhookQueueMessage } from '../env.ts';
-import { newId } from '../lib/ids.ts';
+import { placeholders } from '../lib/sql.ts';
 import { iso } from '../lib/time.ts';
-import { DELIVERY_SELECT, type DeliveryRow, envelope, WAITING_STATUSES } from './conversations.ts';
-import type { EndpointHeader } from './endpoints.ts';
-import { openEndpointSecret, signatureHeaders } from './signing.ts';
+import { makeCall, type Outcome, type SecretCache } from './call.ts';
+import { DELIVERY_SELECT, type DeliveryRow, WAITING_STATUSES } from './conversations.ts';
+import {
+  type DeliveryOptions,
+  CLAIM_AHEAD,
+  leaseMs,
+  MAX_CALLS_IN_FLIGHT,
+  MAX_QUEUE_DELAY_SECONDS,
+  retryDelayMs,
+  SECOND,
+} from './schedule.ts';
 
-export interface DeliveryOptions {
-  /** Outbound HTTP; tests route it to an in-test subscriber. */
-  fetch: (url: string, init: RequestInit) => Promise<Response>;
-  timeoutMs: number;
-  now: () => number;
-  /** In [0, 1): the jitter of retry delays. */
-  random: () => number;
-}
-
-export const DELIVERY_TIMEOUT_MS = 15_000;
-
-export function deliveryOptions(overrides: Partial<DeliveryOptions> = {}): DeliveryOptions {
-  return {
-    fetch: (url, init) => fetch(url, init),
-    timeoutMs: DELIVERY_TIMEOUT_MS,
-    now: () => Date.now(),
-    random: Math.random,
-    ...overrides,
-  };
-}
-
-const SECOND = 1000;
-const MINUTE = 60 * SECOND;
-const HOUR = 60 * MINUTE;
-
-/** Waits before the 2nd, 3rd, … 10th attempt (DECISIONS.md, "Webhook calls"). */
-const RETRY_DELAYS_MS = [
-  5 * SECOND,
-  5 * MINUTE,
-  30 * MINUTE,
-  2 * HOUR,
-  5 * HOUR,
-  10 * HOUR,
-  14 * HOUR,
-  20 * HOUR,
-  24 * HOUR,
-];
-const JITTER = 0.1;
-
-/** The wait after `attempts` failed attempts (±10 %), or null when the schedule is over. */
-export function retryDelayMs(attempts: number, random: () => number): number | null {
-  const base = RETRY_DELAYS_MS[attempts - 1];
-  return base === undefined ? null : Math.round(base * (1 - JITTER + 2 * JITTER * random()));
-}
-
-/**
- * Queues hold a delayed message for at most 12 h. Longer waits stay in D1 only, and the sweep
- * enqueues them when they are due.
- */
-export const MAX_QUEUE_DELAY_SECONDS = 12 * 60 * 60;
-
-/** How long a claim keeps others off a call: the timeout plus room for the database writes. */
-const leaseMs = (options: DeliveryOptions) => options.timeoutMs + MINUTE;
+/** What a claimed attempt says until its outcome is written over it. */
+export const UNRECORDED_ATTEMPT = 'no outcome recorded: the attempt was interrupted and will be made again';
 
 /** A queue message may arrive a little before the instant it was delayed to. */
 const EARLY_TOLERANCE_MS = SECOND;
 
-interface Outcome {
-  ok: boolean;
-  statusCode: number | null;
-  error: string | null;
+type Updated = Pick<
+  DeliveryRow,
+  'status' | 'attempts' | 'last_status_code' | 'last_error' | 'next_attempt_at' | 'updated_at'
+>;
+
+/**
+ * One D1 batch that drops the calls among `ids` whose endpoint is paused or gone, claims the due
+ * ones (counting their attempt) and reads them back. Returns the claimed rows.
+ */
+async function claim(db: D1Database, ids: string[], options: DeliveryOptions): Promise<DeliveryRow[]> {
+  const now = options.now();
+  const lease = now + leaseMs(options);
+  const list = placeholders(ids.length);
+  const waiting = `id IN (${list}) AND status IN ${WAITING_STATUSES}`;
+  const results = await db.batch<{ id: string }>([
+    db
+      .prepare(
+        `UPDATE webhook_conversations SET status = 'dropped', next_attempt_at = NULL, updated_at = ?
+         WHERE ${waiting} AND NOT EXISTS (
+           SELECT 1 FROM webhook_endpoints we WHERE we.id = webhook_conversations.endpoint_id AND we.enabled = 1)`,
+      )
+      .bind(iso(now), ...ids),
+    db
+      .prepare(
+        `UPDATE webhook_conversations SET next_attempt_at = ?, attempts = attempts + 1, last_status_code = NULL,
+           last_error = ?, updated_at = ?
+         WHERE ${waiting} AND next_attempt_at <= ? RETURNING id`,
+      )
+      .bind(lease, UNRECORDED_ATTEMPT, iso(now), ...ids, now + EARLY_TOLERANCE_MS),
+    db.prepare(`${DELIVERY_SELECT} WHERE c.id IN (${list}) AND c.next_attempt_at = ?`).bind(...ids, lease),
+  ]);
+  const claimed = new Set(results[1]!.results.map((r) => r.id));
+  return (results[2]!.results as unknown as DeliveryRow[]).filter((r) => claimed.has(r.id));
 }
 
-async function post(options: DeliveryOptions, url: string, headers: Headers, body: string): Promise<Outcome> {
-  const signal = AbortSignal.timeout(options.timeoutMs);
-  try {
-    // Redirects are not followed: a 3xx is a failed attempt (and cannot lead the call elsewhere).
-    const response = await options.fetch(url, { method: 'POST', headers, body, redirect: 'manual', signal });
-    await response.body?.cancel().catch(() => {}); // only the status matters
-    return { ok: response.ok, statusCode: response.status, error: response.ok ? null : `HTTP ${response.status}` };
-  } catch (err) {
-    if (signal.aborted) return { ok: false, statusCode: null, error: `timeout after ${options.timeoutMs / SECOND} s` };
-    return { ok: false, statusCode: null, error: `network error: ${(err as Error).message}` };
+/**
+ * The statement recording an attempt's outcome. An automatic attempt that fails moves the schedule
+ * on (or ends it: `failed`). A manual attempt (the retry endpoint) is counted here, and its failure
+ * leaves a running schedule as it was. A call dropped while in flight stays dropped.
+ */
+function recordStatement(
+  db: D1Database,
+  options: DeliveryOptions,
+  row: DeliveryRow,
+  outcome: Outcome,
+  manual: boolean,
+): { statement: D1PreparedStatement; retryAt: number | null; delayMs: number | null } {
+  let retryAt: number | null = null;
+  let delayMs: number | null = null;
+  if (!outcome.ok) {
+    if (manual && row.status === 'retrying') retryAt = row.next_attempt_at;
+    else {
+      // `row.attempts` already counts an automatic attempt (its claim did).
+      delayMs = retryDelayMs(manual ? row.attempts + 1 : row.attempts, options.random);
+      retryAt = delayMs === null ? null : options.now() + delayMs;
+    }
   }
-}
-
-async function callHeaders(env: Env, row: DeliveryRow, body: string, now: number): Promise<Headers> {
-  const headers = new Headers();
-  for (const { key, value } of JSON.parse(row.headers_json) as EndpointHeader[]) headers.set(key, value);
-  const secret = await openEndpointSecret(env.CREDENTIALS_KEY, row.endpoint_id, row.endpoint_secret);
-  for (const [key, value] of Object.entries(
-    await signatureHeaders(secret, row.event_id, body, Math.floor(now / SECOND)),
-  )) {
-    headers.set(key, value);
-  }
-  headers.set('Content-Type', 'application/json');
-  return headers;
+  const statement = db
+    .prepare(
+      `UPDATE webhook_conversations SET
+         attempts = attempts + ?1, last_status_code = ?2, last_error = ?3, updated_at = ?4,
+         status = CASE WHEN ?5 THEN 'delivered' WHEN status IN ${WAITING_STATUSES} THEN ?6 ELSE status END,
+         next_attempt_at = CASE WHEN ?5 THEN NULL WHEN status IN ${WAITING_STATUSES} THEN ?7 ELSE next_attempt_at END
+       WHERE id = ?8
+       RETURNING status, attempts, last_status_code, last_error, next_attempt_at, updated_at`,
+    )
+    .bind(
+      manual ? 1 : 0,
+      outcome.statusCode,
+      outcome.error,
+      iso(options.now()),
+      outcome.ok ? 1 : 0,
+      retryAt === null ? 'failed' : 'retrying',
+      retryAt,
+      row.id,
+    );
+  return { statement, retryAt, delayMs };
 }
 
 async function enqueueRetry(env: Env, conversationId: string, delayMs: number): Promise<void> {
@@ -114,50 +122,46 @@ async function enqueueRetry(env: Env, conversationId: string, delayMs: number): 
   }
 }
 
-/**
- * Makes one call of the conversation and records it. An automatic attempt that fails moves the
- * schedule on (or ends it: `failed`). A manual attempt (the retry endpoint) counts as an attempt too,
- * but a failure leaves a running schedule as it was. A call dropped while in flight stays dropped.
- * Returns the row as updated.
- */
-export async function attemptDelivery(
+/** Writes outcomes in groups: while one D1 batch is on its way, the next outcomes wait for the next one. */
+class Recorder {
+  #waiting: { statement: D1PreparedStatement; done: (r: Updated | null) => void; fail: (e: unknown) => void }[] = [];
+  #draining = false;
+  readonly #db: D1Database;
+  constructor(db: D1Database) {
+    this.#db = db;
+  }
+
+  write(statement: D1PreparedStatement): Promise<Updated | null> {
+    const written = new Promise<Updated | null>((done, fail) => this.#waiting.push({ statement, done, fail }));
+    if (!this.#draining) void this.#drain();
+    return written;
+  }
+
+  async #drain(): Promise<void> {
+    this.#draining = true;
+    while (this.#waiting.length) {
+      const group = this.#waiting.splice(0, 50);
+      try {
+        const results = await this.#db.batch<Updated>(group.map((g) => g.statement));
+        for (const [i, g] of group.entries()) g.done(results[i]!.results[0] ?? null);
+      } catch (err) {
+        for (const g of group) g.fail(err);
+      }
+    }
+    this.#draining = false;
+  }
+}
+
+async function attempt(
   env: Env,
   options: DeliveryOptions,
   row: DeliveryRow,
-  { manual = false } = {},
+  io: { secrets: SecretCache; write: (s: D1PreparedStatement) => Promise<Updated | null> },
+  manual: boolean,
 ): Promise<DeliveryRow> {
-  const { body } = envelope(row);
-  const outcome = await post(options, row.url, await callHeaders(env, row, body, options.now()), body);
-
-  let retryAt: number | null = null;
-  let delayMs: number | null = null;
-  if (!outcome.ok) {
-    if (manual && row.status === 'retrying') retryAt = row.next_attempt_at;
-    else {
-      delayMs = retryDelayMs(row.attempts + 1, options.random);
-      retryAt = delayMs === null ? null : options.now() + delayMs;
-    }
-  }
-  const updated = await env.DB.prepare(
-    `UPDATE webhook_conversations SET
-       attempts = attempts + 1, last_status_code = ?1, last_error = ?2, updated_at = ?3,
-       status = CASE WHEN ?4 THEN 'delivered' WHEN status IN ${WAITING_STATUSES} THEN ?5 ELSE status END,
-       next_attempt_at = CASE WHEN ?4 THEN NULL WHEN status IN ${WAITING_STATUSES} THEN ?6 ELSE next_attempt_at END
-     WHERE id = ?7
-     RETURNING status, attempts, last_status_code, last_error, next_attempt_at, updated_at`,
-  )
-    .bind(
-      outcome.statusCode,
-      outcome.error,
-      iso(options.now()),
-      outcome.ok ? 1 : 0,
-      retryAt === null ? 'failed' : 'retrying',
-      retryAt,
-      row.id,
-    )
-    .first<
-      Pick<DeliveryRow, 'status' | 'attempts' | 'last_status_code' | 'last_error' | 'next_attempt_at' | 'updated_at'>
-    >();
+  const outcome = await makeCall(env, options, io.secrets, row);
+  const { statement, retryAt, delayMs } = recordStatement(env.DB, options, row, outcome, manual);
+  const updated = await io.write(statement);
   if (!updated) return row; // deleted meanwhile
   if (delayMs !== null && updated.status === 'retrying' && updated.next_attempt_at === retryAt) {
     await enqueueRetry(env, row.id, delayMs);
@@ -165,89 +169,71 @@ export async function attemptDelivery(
   return { ...row, ...updated };
 }
 
-/** Which waiting conversations a claim looks at: one conversation, or all of one event's. */
-type Scope = { column: 'id' | 'event_id'; value: string };
-
-/**
- * Statements that drop the scope's waiting calls whose endpoint is paused or gone, then claim the
- * due ones (returning their ids).
- */
-function claimStatements(db: D1Database, scope: Scope, now: number, lease: number): D1PreparedStatement[] {
-  const waiting = `${scope.column} = ? AND status IN ${WAITING_STATUSES}`;
-  return [
-    db
-      .prepare(
-        `UPDATE webhook_conversations SET status = 'dropped', next_attempt_at = NULL, updated_at = ?
-         WHERE ${waiting} AND NOT EXISTS (
-           SELECT 1 FROM webhook_endpoints we WHERE we.id = webhook_conversations.endpoint_id AND we.enabled = 1)`,
-      )
-      .bind(iso(now), scope.value),
-    db
-      .prepare(
-        `UPDATE webhook_conversations SET next_attempt_at = ? WHERE ${waiting} AND next_attempt_at <= ? RETURNING id`,
-      )
-      .bind(now + lease, scope.value, now + EARLY_TOLERANCE_MS),
-  ];
-}
-
-/** Claims the scope's due calls (after running `before` in the same batch) and makes them concurrently. */
-async function deliverDue(env: Env, options: DeliveryOptions, scope: Scope, before: D1PreparedStatement[] = []) {
-  const now = options.now();
-  const results = await env.DB.batch<{ id: string }>([
-    ...before,
-    ...claimStatements(env.DB, scope, now, leaseMs(options)),
-  ]);
-  const claimed = new Set(results[results.length - 1]!.results.map((r) => r.id));
-  if (claimed.size === 0) return;
-  const { results: rows } = await env.DB.prepare(`${DELIVERY_SELECT} WHERE c.${scope.column} = ?`)
-    .bind(scope.value)
-    .all<DeliveryRow>();
-  // One slow subscriber must not hold up the others: every call runs at once, and every one is
-  // recorded before an error (a database failure) is passed on for the queue to retry the message.
-  const settled = await Promise.allSettled(
-    rows.filter((r) => claimed.has(r.id)).map((r) => attemptDelivery(env, options, r)),
-  );
-  const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-  if (failure) throw failure.reason;
-}
-
-/**
- * Fan-out of one outbox event: one conversation per enabled endpoint whose trigger_events include
- * the type and whose account_ids are empty or include the event's account (INSERT OR IGNORE on
- * UNIQUE(event_id, endpoint_id): a repeated queue message creates nothing twice), then the calls.
- */
-export async function deliverEvent(env: Env, options: DeliveryOptions, eventId: string): Promise<void> {
-  const event = await env.DB.prepare('SELECT id, type, account_id FROM events WHERE id = ?')
-    .bind(eventId)
-    .first<{ id: string; type: string; account_id: string | null }>();
-  if (!event) {
-    console.warn(`webhook fan-out: event ${eventId} does not exist; nothing to send`);
-    return;
+/** Wakes whoever waits for the pool's state to change (a row claimed, taken, or the claims over). */
+class Signal {
+  #waiters: (() => void)[] = [];
+  wait(): Promise<void> {
+    return new Promise((resolve) => this.#waiters.push(resolve));
   }
-  const { results: endpoints } = await env.DB.prepare(
-    `SELECT id FROM webhook_endpoints
-     WHERE enabled = 1
-       AND EXISTS (SELECT 1 FROM json_each(trigger_events_json) WHERE value = ?1)
-       AND (json_array_length(account_ids_json) = 0 OR EXISTS (SELECT 1 FROM json_each(account_ids_json) WHERE value = ?2))`,
-  )
-    .bind(event.type, event.account_id)
-    .all<{ id: string }>();
-  const now = options.now();
-  const created = iso(now);
-  // The endpoint is checked again as the row is written, so a pause in between creates nothing.
-  const inserts = endpoints.map((endpoint) =>
-    env.DB.prepare(
-      `INSERT OR IGNORE INTO webhook_conversations
-         (id, endpoint_id, event_id, event_type, status, attempts, next_attempt_at, created_at, updated_at)
-       SELECT ?, id, ?, ?, 'pending', 0, ?, ?, ? FROM webhook_endpoints WHERE id = ? AND enabled = 1`,
-    ).bind(newId('conversation', now), event.id, event.type, now, created, created, endpoint.id),
-  );
-  await deliverDue(env, options, { column: 'event_id', value: event.id }, inserts);
+  notify(): void {
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    for (const wake of waiters) wake();
+  }
 }
 
-/** A retry from the queue: sent only if still waiting, due, and its endpoint still enabled. */
-export function deliverConversation(env: Env, options: DeliveryOptions, conversationId: string): Promise<void> {
-  return deliverDue(env, options, { column: 'id', value: conversationId });
+/**
+ * Makes the due calls among `ids` with MAX_CALLS_IN_FLIGHT slots. Claims run ahead of the slots by
+ * at most CLAIM_AHEAD calls (so a claimed call waits for a slot at most a few calls' time, which its
+ * lease covers), and outcomes are written in groups: a few D1 round trips per dozen calls. Returns the ids whose handling failed (a
+ * database error): the caller has the queue retry their messages, and the sweep re-sends whatever a
+ * lease still holds.
+ */
+export async function deliverConversations(env: Env, options: DeliveryOptions, ids: string[]): Promise<Set<string>> {
+  const failed = new Set<string>();
+  const todo = [...new Set(ids)];
+  const ready: DeliveryRow[] = [];
+  const changed = new Signal();
+  let claimsOver = false;
+  const recorder = new Recorder(env.DB);
+  const io = { secrets: new Map() as SecretCache, write: (s: D1PreparedStatement) => recorder.write(s) };
+
+  const claimer = async () => {
+    while (todo.length) {
+      while (ready.length > CLAIM_AHEAD / 2) await changed.wait();
+      const group = todo.splice(0, CLAIM_AHEAD - ready.length);
+      try {
+        ready.push(...(await claim(env.DB, group, options)));
+      } catch (err) {
+        console.error(`claiming ${group.length} webhook calls failed:`, (err as Error).message);
+        for (const id of [...group, ...todo.splice(0)]) failed.add(id);
+      }
+      changed.notify();
+    }
+    claimsOver = true;
+    changed.notify();
+  };
+  const slot = async () => {
+    for (;;) {
+      const row = ready.shift();
+      if (row) {
+        changed.notify();
+        await attempt(env, options, row, io, false).catch((err: unknown) => {
+          console.error(`recording webhook call ${row.id} failed:`, (err as Error).message);
+          failed.add(row.id);
+        });
+      } else if (claimsOver) return;
+      else await changed.wait();
+    }
+  };
+  await Promise.all([claimer(), ...Array.from({ length: MAX_CALLS_IN_FLIGHT }, slot)]);
+  return failed;
+}
+
+/** A manual attempt (POST /webhooks/conversations/{id}/retry): made now, whatever the schedule says. */
+export function attemptDelivery(env: Env, options: DeliveryOptions, row: DeliveryRow): Promise<DeliveryRow> {
+  const io = { secrets: new Map() as SecretCache, write: (s: D1PreparedStatement) => s.first<Updated>() };
+  return attempt(env, options, row, io, true);
 }
 
 /** A conversation with its event and endpoint, or null. */

@@ -1,21 +1,31 @@
 /**
  * The minute sweep (cron). Each step is bounded, so one run stays short however large the backlog;
  * what is left waits for the next minute.
- * 1. Outbox events that never reached the queue (`enqueued_at IS NULL`, older than a grace period so
- *    that a write still dispatching is left alone) are dispatched again.
+ * 1. Outbox events whose fan-out never committed (`fanned_out_at IS NULL`) are dispatched again:
+ *    those that never reached the queue after a short grace (a write may still be dispatching), those
+ *    that did after the queue had time for all its retries (the consumer failed that long, e.g. D1
+ *    was down, and the queue dropped the message). This replaces a dead-letter queue.
  * 2. Waiting calls that are due but were not picked up (a retry wait longer than the queue's delay
  *    limit, a lost queue message, a sender that died holding a lease) are put on the queue again.
- * 3. Expired Idempotency-Key records are deleted.
+ * 3. Expired Idempotency-Key records, gateway call nonces and tracking windows are deleted.
  */
 import type { Env, WebhookQueueMessage } from '../env.ts';
 import { dispatchEvents } from '../events/outbox.ts';
 import { QUEUE_BATCH } from '../lib/sql.ts';
 import { iso } from '../lib/time.ts';
+import { trackingCleanup } from '../tracking/limits.ts';
 import { WAITING_STATUSES } from './conversations.ts';
 
 const SWEEP_LIMIT = 500;
+/** Every signed gateway call leaves a nonce for ten minutes: the sweep must keep up with a busy minute. */
+const NONCE_SWEEP_LIMIT = 20_000;
 /** An event younger than this may still be on its way to the queue. */
 const OUTBOX_GRACE_MS = 30_000;
+/**
+ * An event enqueued longer ago than this and still not fanned out was given up by the queue: its
+ * retries (max_retries = 5, backoff 2 … 32 s, wrangler.toml) take about a minute.
+ */
+export const QUEUE_GIVE_UP_MS = 3 * 60_000;
 /** A call due for less than this probably has its queue message arriving right now. */
 const RETRY_GRACE_MS = 60_000;
 
@@ -23,6 +33,7 @@ export interface SweepReport {
   events: number;
   retries: number;
   idempotency_keys: number;
+  expired: number;
 }
 
 async function enqueueDueRetries(env: Env, now: number): Promise<number> {
@@ -47,9 +58,11 @@ async function enqueueDueRetries(env: Env, now: number): Promise<number> {
 
 export async function runSweep(env: Env, now: number = Date.now()): Promise<SweepReport> {
   const { results: unsent } = await env.DB.prepare(
-    'SELECT id FROM events WHERE enqueued_at IS NULL AND created_at < ? ORDER BY created_at LIMIT ?',
+    `SELECT id FROM events
+     WHERE fanned_out_at IS NULL AND created_at < ? AND (enqueued_at IS NULL OR enqueued_at < ?)
+     ORDER BY created_at LIMIT ?`,
   )
-    .bind(iso(now - OUTBOX_GRACE_MS), SWEEP_LIMIT)
+    .bind(iso(now - OUTBOX_GRACE_MS), iso(now - QUEUE_GIVE_UP_MS), SWEEP_LIMIT)
     .all<{ id: string }>();
   await dispatchEvents(
     env,
@@ -58,11 +71,19 @@ export async function runSweep(env: Env, now: number = Date.now()): Promise<Swee
 
   const retries = await enqueueDueRetries(env, now);
 
-  const expired = await env.DB.prepare(
-    'DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE expires_at < ? LIMIT ?)',
-  )
-    .bind(now, SWEEP_LIMIT)
-    .run();
-
-  return { events: unsent.length, retries, idempotency_keys: expired.meta.changes };
+  const [keys, ...others] = await env.DB.batch([
+    env.DB.prepare(
+      'DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE expires_at < ? LIMIT ?)',
+    ).bind(now, SWEEP_LIMIT),
+    env.DB.prepare(
+      'DELETE FROM gateway_nonces WHERE nonce IN (SELECT nonce FROM gateway_nonces WHERE expires_ms < ? LIMIT ?)',
+    ).bind(now, NONCE_SWEEP_LIMIT),
+    trackingCleanup(env.DB, now, SWEEP_LIMIT),
+  ]);
+  return {
+    events: unsent.length,
+    retries,
+    idempotency_keys: keys!.meta.changes,
+    expired: others.reduce((n, r) => n + r.meta.changes, 0),
+  };
 }

@@ -1,0 +1,79 @@
+/**
+ * The GatewayObject's sockets: requests belong to the socket they were sent on, a new socket of the
+ * same gateway does not fail them, and the heartbeat is answered without the object's code.
+ */
+import { env, exports } from 'cloudflare:workers';
+import { describe, expect, it, vi } from 'vitest';
+import { PING, PONG } from '../../common/heartbeat.ts';
+import { GATEWAY_SIGNATURE_HEADER, signRequest } from '../../common/signing.ts';
+import { gatewayObject } from '../../worker/durable/gateway-stub.ts';
+import { GATEWAY_SECRET } from './sync-helpers.ts';
+
+/** The gateway's side of a control socket: what it received, and whether the Worker closed it. */
+async function openSocket(gatewayId: string) {
+  const path = `/internal/gateway/connect?gateway_id=${gatewayId}`;
+  const signature = await signRequest(GATEWAY_SECRET, { method: 'GET', path, body: '' });
+  const response = await exports.default.fetch(`https://mail.example.com${path}`, {
+    headers: { Upgrade: 'websocket', [GATEWAY_SIGNATURE_HEADER]: signature },
+  });
+  expect(response.status).toBe(101);
+  const ws = response.webSocket!;
+  ws.accept();
+  const received: string[] = [];
+  const state = { closed: false };
+  ws.addEventListener('message', (e) => received.push(String(e.data)));
+  ws.addEventListener('close', () => {
+    state.closed = true;
+  });
+  return { ws, received, state, requests: () => received.filter((m) => m !== PONG).map((m) => JSON.parse(m)) };
+}
+
+describe('the control socket', () => {
+  it('answers pings with pongs', async () => {
+    const socket = await openSocket('gw-ping');
+    socket.ws.send(PING);
+    await vi.waitFor(() => expect(socket.received).toEqual([PONG]));
+    socket.ws.close(1000, 'done');
+  });
+
+  it('keeps a request on the socket it was sent on when a new socket opens, then closes the old one', async () => {
+    const gatewayId = 'gw-owned';
+    const first = await openSocket(gatewayId);
+    const stub = gatewayObject(env, gatewayId);
+    const pending = stub.request({ op: 'release', account_id: 'acc_00000000000000000000000000' }, 10_000);
+    await vi.waitFor(() => expect(first.requests()).toHaveLength(1));
+    const [sent] = first.requests();
+
+    const second = await openSocket(gatewayId);
+    // New requests go to the new socket; the old one is still open, waiting for its answer.
+    const later = stub.request({ op: 'claim', account_id: 'acc_00000000000000000000000000' }, 10_000);
+    await vi.waitFor(() => expect(second.requests()).toHaveLength(1));
+    expect(first.requests()).toHaveLength(1);
+    expect(first.state.closed).toBe(false);
+
+    first.ws.send(JSON.stringify({ type: 'response', id: sent.id, ok: true, result: 'from the first socket' }));
+    expect(await pending).toEqual({ ok: true, result: 'from the first socket' });
+    await vi.waitFor(() => expect(first.state.closed).toBe(true));
+
+    const [next] = second.requests();
+    second.ws.send(JSON.stringify({ type: 'response', id: next.id, ok: true, result: null }));
+    expect(await later).toEqual({ ok: true, result: null });
+    second.ws.close(1000, 'done');
+  });
+
+  it('sends a request pending on a socket that closed again on the next socket', async () => {
+    const gatewayId = 'gw-moved';
+    const first = await openSocket(gatewayId);
+    const stub = gatewayObject(env, gatewayId);
+    const pending = stub.request({ op: 'claim', account_id: 'acc_00000000000000000000000000' }, 10_000);
+    await vi.waitFor(() => expect(first.requests()).toHaveLength(1));
+    first.ws.close(4000, 'dropped'); // not a clean stop: the gateway comes back
+    const second = await openSocket(gatewayId);
+    await vi.waitFor(() => expect(second.requests()).toHaveLength(1));
+    // The same request (same id): the gateway answers it once however often it arrives.
+    expect(second.requests()[0].id).toBe(first.requests()[0].id);
+    second.ws.send(JSON.stringify({ type: 'response', id: second.requests()[0].id, ok: true, result: 'moved' }));
+    expect(await pending).toEqual({ ok: true, result: 'moved' });
+    second.ws.close(1000, 'done');
+  });
+});

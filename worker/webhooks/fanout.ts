@@ -1,0 +1,96 @@
+/**
+ * Fan-out of outbox events: one conversation per enabled endpoint whose trigger_events include the
+ * event's type and whose account_ids are empty or include the event's account. The conversations
+ * and the events' `fanned_out_at` are written in one D1 batch (INSERT OR IGNORE on
+ * UNIQUE(event_id, endpoint_id): a repeated message creates nothing twice). From then on the calls
+ * live in D1 and no longer depend on the queue message: the sweep sends whatever stays due.
+ */
+import type { Env } from '../env.ts';
+import { newId } from '../lib/ids.ts';
+import { chunks, PARAM_CHUNK, placeholders } from '../lib/sql.ts';
+import { iso } from '../lib/time.ts';
+import { WAITING_STATUSES } from './conversations.ts';
+import type { DeliveryOptions } from './schedule.ts';
+
+interface EventRow {
+  id: string;
+  type: string;
+  account_id: string | null;
+}
+
+interface EndpointFilter {
+  id: string;
+  trigger_events_json: string;
+  account_ids_json: string;
+}
+
+/** Conversations per INSERT: four bound values each, plus three shared ones, within D1's 100. */
+const ROWS_PER_INSERT = 24;
+
+function matches(endpoint: { triggers: Set<string>; accounts: Set<string> }, event: EventRow): boolean {
+  if (!endpoint.triggers.has(event.type)) return false;
+  return endpoint.accounts.size === 0 || (event.account_id !== null && endpoint.accounts.has(event.account_id));
+}
+
+/** Fans the events out; returns their conversations still waiting for a call (new or left from before). */
+export async function fanOut(
+  env: Env,
+  options: DeliveryOptions,
+  eventIds: string[],
+): Promise<{ id: string; event_id: string }[]> {
+  const ids = [...new Set(eventIds)];
+  if (ids.length === 0) return [];
+  const db = env.DB;
+  const events: EventRow[] = [];
+  for (const part of chunks(ids)) {
+    const { results } = await db
+      .prepare(`SELECT id, type, account_id FROM events WHERE id IN (${placeholders(part.length)})`)
+      .bind(...part)
+      .all<EventRow>();
+    events.push(...results);
+  }
+  if (events.length < ids.length) console.warn(`webhook fan-out: ${ids.length - events.length} events no longer exist`);
+  if (events.length === 0) return [];
+  const { results: endpointRows } = await db
+    .prepare('SELECT id, trigger_events_json, account_ids_json FROM webhook_endpoints WHERE enabled = 1')
+    .all<EndpointFilter>();
+  const endpoints = endpointRows.map((e) => ({
+    id: e.id,
+    triggers: new Set(JSON.parse(e.trigger_events_json) as string[]),
+    accounts: new Set(JSON.parse(e.account_ids_json) as string[]),
+  }));
+
+  const now = options.now();
+  const created = iso(now);
+  const pairs = events.flatMap((event) =>
+    endpoints
+      .filter((endpoint) => matches(endpoint, event))
+      .map((endpoint) => [newId('conversation', now), endpoint.id, event.id, event.type]),
+  );
+  // The endpoint is checked again as the row is written, so a pause in between creates nothing.
+  const inserts = chunks(pairs, ROWS_PER_INSERT).map((part) =>
+    db
+      .prepare(
+        `INSERT OR IGNORE INTO webhook_conversations
+           (id, endpoint_id, event_id, event_type, status, attempts, next_attempt_at, created_at, updated_at)
+         SELECT v.column1, we.id, v.column3, v.column4, 'pending', 0, ?, ?, ?
+         FROM (VALUES ${part.map(() => '(?, ?, ?, ?)').join(', ')}) AS v
+         JOIN webhook_endpoints we ON we.id = v.column2 AND we.enabled = 1`,
+      )
+      .bind(now, created, created, ...part.flat()),
+  );
+  const found = events.map((e) => e.id);
+  const marks = chunks(found, PARAM_CHUNK).map((part) =>
+    db.prepare(`UPDATE events SET fanned_out_at = ? WHERE id IN (${placeholders(part.length)})`).bind(created, ...part),
+  );
+  const reads = chunks(found, PARAM_CHUNK).map((part) =>
+    db
+      .prepare(
+        `SELECT id, event_id FROM webhook_conversations
+         WHERE event_id IN (${placeholders(part.length)}) AND status IN ${WAITING_STATUSES}`,
+      )
+      .bind(...part),
+  );
+  const results = await db.batch<{ id: string; event_id: string }>([...inserts, ...marks, ...reads]);
+  return results.slice(inserts.length + marks.length).flatMap((r) => r.results);
+}

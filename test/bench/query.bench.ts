@@ -17,6 +17,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { mainRole } from '../../worker/folders/present.ts';
 import { newId } from '../../worker/lib/ids.ts';
 import { startService, type Service } from '../node/service.ts';
+import { prng } from '../shared/prng.ts';
 
 /**
  * The Worker's own query builder, loaded at run time: Node 24 runs worker/emails/query.ts as it is,
@@ -50,18 +51,6 @@ const stats = (values: number[]): Stats => {
   return { p50: percentile(s, 50), p99: percentile(s, 99), mean: s.reduce((a, b) => a + b, 0) / s.length };
 };
 const ms = (v: number) => `${v.toFixed(2)} ms`;
-
-/** A small seeded PRNG (mulberry32): the same mailbox every run. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const TOPICS = [
   'invoice',

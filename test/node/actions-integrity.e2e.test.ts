@@ -3,33 +3,11 @@
 // `npm start`, the real gateway.
 import { createHash, randomBytes } from 'node:crypto';
 import type { ImapFlow } from 'imapflow';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openImap } from '../mailserver/client.ts';
-import type { MailServer } from '../mailserver/mailserver.ts';
+import { describe, expect, it } from 'vitest';
 import { connectMailbox } from './connect.ts';
-import { rfc822, waitListed } from './integrity-helpers.ts';
-import { dumpLogsOnFailure, startEndToEnd, stopEndToEnd, type Service } from './service.ts';
+import { endToEndSuite, rfc822, waitListed } from './integrity-helpers.ts';
 
-let mail: MailServer;
-let service: Service;
-const clients: ImapFlow[] = [];
-
-beforeAll(async () => {
-  ({ mail, service } = await startEndToEnd('gw-actions', { GATEWAY_POLL_INTERVAL_MS: '1000' }));
-}, 120_000);
-
-afterEach((ctx) => dumpLogsOnFailure(ctx, service));
-
-afterAll(async () => {
-  await Promise.all(clients.map((c) => c.logout().catch(() => undefined)));
-  await stopEndToEnd({ mail, service });
-});
-
-async function imap(user: string): Promise<ImapFlow> {
-  const client = await openImap(mail.info(), user);
-  clients.push(client);
-  return client;
-}
+const suite = endToEndSuite('gw-actions');
 
 /** Where a subject is on the server: folder path → its flags, read with a fresh look at each folder. */
 async function onServer(client: ImapFlow, subject: string): Promise<Map<string, string[]>> {
@@ -50,35 +28,35 @@ async function onServer(client: ImapFlow, subject: string): Promise<Map<string, 
 
 describe('mailbox actions', () => {
   it('three actions in a row on mail that arrived after the previous one: each done on the server as answered', async () => {
-    const alice = await connectMailbox(service, mail.info(), 'alice');
-    const client = await imap('alice');
-    const folders = (await service.api('GET', `/folders?account_id=${alice.id}`)).body.data;
+    const alice = await connectMailbox(suite.service, suite.mail.info(), 'alice');
+    const client = await suite.imap('alice');
+    const folders = (await suite.service.api('GET', `/folders?account_id=${alice.id}`)).body.data;
     const idOf = (path: string) => folders.find((f: any) => f.provider_id === path).id;
     const deliver = async (subject: string) => {
-      await mail.deliver({ from: 'x@remote.test', to: 'alice@example.test', subject, text: subject });
-      return (await waitListed(service, alice.id, [subject])).get(subject);
+      await suite.mail.deliver({ from: 'x@remote.test', to: 'alice@example.test', subject, text: subject });
+      return (await waitListed(suite.service, alice.id, [subject])).get(subject);
     };
 
     // 1. Move by role name.
     const first = await deliver('action one');
-    const moved = await service.api('PUT', `/emails/${first.id}`, { folders: ['ARCHIVE'] });
+    const moved = await suite.service.api('PUT', `/emails/${first.id}`, { folders: ['ARCHIVE'] });
     expect(moved.status, JSON.stringify(moved.body)).toBe(200);
     expect(moved.body).toMatchObject({ id: first.id, folders: [idOf('Archive')] });
     expect([...(await onServer(client, 'action one')).keys()]).toEqual(['Archive']);
 
     // 2. Move by folder id, on a message that arrived after the first action.
     const second = await deliver('action two');
-    const junked = await service.api('PUT', `/emails/${second.id}`, { folders: [idOf('Junk')] });
+    const junked = await suite.service.api('PUT', `/emails/${second.id}`, { folders: [idOf('Junk')] });
     expect(junked.status, JSON.stringify(junked.body)).toBe(200);
     expect(junked.body).toMatchObject({ id: second.id, folders: [idOf('Junk')] });
     expect([...(await onServer(client, 'action two')).keys()]).toEqual(['Junk']);
 
     // 3. A flag, on a message that arrived after the second action.
     const third = await deliver('action three');
-    const starred = await service.api('PUT', `/emails/${third.id}`, { starred: true });
+    const starred = await suite.service.api('PUT', `/emails/${third.id}`, { starred: true });
     expect(starred.status, JSON.stringify(starred.body)).toBe(200);
     expect(starred.body).toMatchObject({ id: third.id, folders: [idOf('INBOX')] });
-    const listed = (await service.listEmails(alice.id)).find((e: any) => e.id === third.id);
+    const listed = (await suite.service.listEmails(alice.id)).find((e: any) => e.id === third.id);
     expect(listed).toMatchObject({ folder_ids: [idOf('INBOX')], starred: true });
     const third_ = await onServer(client, 'action three');
     expect([...third_.keys()]).toEqual(['INBOX']);
@@ -88,8 +66,8 @@ describe('mailbox actions', () => {
 
 describe('messages of any size', () => {
   it('lists a 40 MB message and one with 2 MB of headers, and the ordinary mail behind them', async () => {
-    const bob = await connectMailbox(service, mail.info(), 'bob');
-    const client = await imap('bob');
+    const bob = await connectMailbox(suite.service, suite.mail.info(), 'bob');
+    const client = await suite.imap('bob');
     const payload = randomBytes(29 * 1024 * 1024)
       .toString('base64')
       .replace(/.{76}/g, '$&\r\n');
@@ -105,10 +83,10 @@ describe('messages of any size', () => {
     await client.append('INBOX', rfc822('two megabytes of headers', filler));
     for (const subject of ordinary) await client.append('INBOX', rfc822(subject));
 
-    const listed = await waitListed(service, bob.id, ordinary, 180_000);
+    const listed = await waitListed(suite.service, bob.id, ordinary, 180_000);
     console.log(`[large] three ordinary messages behind a 40 MB one listed after ${Date.now() - started} ms`);
     const all = await waitListed(
-      service,
+      suite.service,
       bob.id,
       ['forty megabytes', 'two megabytes of headers', ...ordinary],
       180_000,
@@ -117,15 +95,15 @@ describe('messages of any size', () => {
     expect(listed.size).toBeGreaterThanOrEqual(3);
 
     const rawOf = async (id: string) => {
-      const res = await fetch(`${service.base}/api/v1/emails/${id}/raw`, {
-        headers: { 'X-API-KEY': service.adminKey },
+      const res = await fetch(`${suite.service.base}/api/v1/emails/${id}/raw`, {
+        headers: { 'X-API-KEY': suite.service.adminKey },
       });
       expect(res.status).toBe(200);
       return Buffer.from(await res.arrayBuffer());
     };
     const sha = (b: string | Buffer) => createHash('sha256').update(b).digest('hex');
     expect(sha(await rawOf(all.get('forty megabytes').id))).toBe(sha(big));
-    const headers = (await service.api('GET', `/emails/${all.get('two megabytes of headers').id}`)).body.headers;
+    const headers = (await suite.service.api('GET', `/emails/${all.get('two megabytes of headers').id}`)).body.headers;
     expect(headers.filter((h: any) => h.name.toLowerCase().startsWith('x-filler-'))).toHaveLength(2_000);
   });
 });

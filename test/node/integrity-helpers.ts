@@ -1,6 +1,50 @@
-/** What the end-to-end integrity tests share: test messages, the events an account got, waiting for emails. */
+/** What the end-to-end integrity tests share: their setup, test messages, the events an account got, waiting for emails. */
 import { createHash } from 'node:crypto';
-import { eventually, type Service } from './service.ts';
+import type { ImapFlow } from 'imapflow';
+import { afterAll, afterEach, beforeAll } from 'vitest';
+import { openImap } from '../mailserver/client.ts';
+import type { MailServer } from '../mailserver/mailserver.ts';
+import {
+  dumpLogsOnFailure,
+  eventually,
+  startEndToEnd,
+  stopEndToEnd,
+  type GatewayProcess,
+  type Service,
+} from './service.ts';
+
+export interface Suite {
+  mail: MailServer;
+  service: Service;
+  /** The running gateway (a test that kills it puts the new one here). */
+  gateway: GatewayProcess;
+  /** Environment of the suite's gateways: the mail server's CA and a 1 s poll (folders nobody IDLEs on are looked at often). */
+  gatewayEnv(): Record<string, string>;
+  /** An IMAP client of another mail program, logged out after the file. */
+  imap(user: string): Promise<ImapFlow>;
+}
+
+/** Registers the file's hooks: a private Dovecot + Postfix, `npm start` and one gateway, all stopped afterwards. */
+export function endToEndSuite(gatewayId: string): Suite {
+  const clients: ImapFlow[] = [];
+  const suite = {
+    gatewayEnv: () => ({ NODE_EXTRA_CA_CERTS: suite.mail.caFile, GATEWAY_POLL_INTERVAL_MS: '1000' }),
+    async imap(user: string) {
+      const client = await openImap(suite.mail.info(), user);
+      clients.push(client);
+      return client;
+    },
+  } as unknown as Suite;
+  beforeAll(async () => {
+    Object.assign(suite, await startEndToEnd(gatewayId, { GATEWAY_POLL_INTERVAL_MS: '1000' }));
+  }, 120_000);
+  afterEach((ctx) => dumpLogsOnFailure(ctx, suite.service));
+  afterAll(async () => {
+    await Promise.all(clients.map((c) => c.logout().catch(() => undefined)));
+    await stopEndToEnd(suite);
+  });
+  return suite;
+}
 
 /** A small RFC 822 message whose Message-ID follows from its subject; `extraHeaders` end with CRLF. */
 export const rfc822 = (subject: string, extraHeaders = '', body = `Body of ${subject}\r\n`) =>

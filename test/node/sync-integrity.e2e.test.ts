@@ -2,66 +2,42 @@
 // unreadable folder, a UIDVALIDITY reset, duplicate copies, huge messages, actions on fresh mail)
 // never loses, duplicates or renumbers an email. Real Dovecot, `npm start`, the real gateway.
 import { chmodSync } from 'node:fs';
-import type { ImapFlow } from 'imapflow';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openImap } from '../mailserver/client.ts';
-import type { MailServer } from '../mailserver/mailserver.ts';
+import { describe, expect, it } from 'vitest';
 import { connectMailbox } from './connect.ts';
-import { bySubject, eventMark, eventsSince, rfc822, severalPolls, waitListed } from './integrity-helpers.ts';
 import {
-  dumpLogsOnFailure,
-  eventually,
-  startEndToEnd,
-  stopEndToEnd,
-  type GatewayProcess,
-  type Service,
-} from './service.ts';
+  bySubject,
+  endToEndSuite,
+  eventMark,
+  eventsSince,
+  rfc822,
+  severalPolls,
+  waitListed,
+} from './integrity-helpers.ts';
+import { eventually } from './service.ts';
 
-let mail: MailServer;
-let service: Service;
-let gateway: GatewayProcess;
-/** A short poll, so folders nobody IDLEs on are looked at often. */
-const GATEWAY_ENV = () => ({ NODE_EXTRA_CA_CERTS: mail.caFile, GATEWAY_POLL_INTERVAL_MS: '1000' });
-const clients: ImapFlow[] = [];
-
-beforeAll(async () => {
-  ({ mail, service, gateway } = await startEndToEnd('gw-integrity', { GATEWAY_POLL_INTERVAL_MS: '1000' }));
-}, 120_000);
-
-afterEach((ctx) => dumpLogsOnFailure(ctx, service));
-
-afterAll(async () => {
-  await Promise.all(clients.map((c) => c.logout().catch(() => undefined)));
-  await stopEndToEnd({ mail, service });
-});
-
-async function imap(user: string): Promise<ImapFlow> {
-  const client = await openImap(mail.info(), user);
-  clients.push(client);
-  return client;
-}
+const suite = endToEndSuite('gw-integrity');
 
 describe('folders', () => {
   it('a renamed folder keeps its id and its emails ids, with one email.folder.update each and no email events', async () => {
-    const client = await imap('bob');
+    const client = await suite.imap('bob');
     await client.mailboxCreate('Projects');
     await client.mailboxCreate('OldOnly');
     await client.append('Projects', rfc822('projects before connect'));
     await client.append('OldOnly', rfc822('old-only before connect'));
-    const bob = await connectMailbox(service, mail.info(), 'bob');
+    const bob = await connectMailbox(suite.service, suite.mail.info(), 'bob');
     await client.append('Projects', rfc822('projects after connect 1'));
     await client.append('Projects', rfc822('projects after connect 2'));
-    const before = await waitListed(service, bob.id, ['projects after connect 1', 'projects after connect 2']);
-    const folders = (await service.api('GET', `/folders?account_id=${bob.id}`)).body.data;
+    const before = await waitListed(suite.service, bob.id, ['projects after connect 1', 'projects after connect 2']);
+    const folders = (await suite.service.api('GET', `/folders?account_id=${bob.id}`)).body.data;
     const projects = folders.find((f: any) => f.provider_id === 'Projects');
     const oldOnly = folders.find((f: any) => f.provider_id === 'OldOnly');
-    const mark = eventMark(service);
+    const mark = eventMark(suite.service);
 
     await client.mailboxRename('Projects', 'Work');
     await client.mailboxRename('OldOnly', 'Attic');
     const renamed = await eventually(
       async () => {
-        const now = (await service.api('GET', `/folders?account_id=${bob.id}`)).body.data;
+        const now = (await suite.service.api('GET', `/folders?account_id=${bob.id}`)).body.data;
         const work = now.find((f: any) => f.provider_id === 'Work');
         const attic = now.find((f: any) => f.provider_id === 'Attic');
         return work && attic ? { work, attic, all: now } : null;
@@ -73,48 +49,53 @@ describe('folders', () => {
     expect(renamed.all.map((f: any) => f.provider_id)).not.toContain('Projects');
     await severalPolls();
 
-    const after = await bySubject(service, bob.id);
+    const after = await bySubject(suite.service, bob.id);
     expect([...after.keys()].sort()).toEqual(['projects after connect 1', 'projects after connect 2']);
     for (const subject of after.keys()) {
       expect(after.get(subject).id).toBe(before.get(subject).id);
       expect(after.get(subject).folder_ids).toEqual([projects.id]);
     }
-    const events = eventsSince(service, bob.id, mark);
+    const events = eventsSince(suite.service, bob.id, mark);
     expect(events.map((e) => e.type).sort()).toEqual(['email.folder.update', 'email.folder.update']);
     expect(events.map((e) => e.data.id).sort()).toEqual([projects.id, oldOnly.id].sort());
   });
 
   it('a folder the server cannot open for a while loses nothing, and the rest of the account syncs on', async () => {
-    const carol = await connectMailbox(service, mail.info(), 'carol');
-    const client = await imap('carol');
+    const carol = await connectMailbox(suite.service, suite.mail.info(), 'carol');
+    const client = await suite.imap('carol');
     await client.mailboxCreate('Locked');
     await client.append('Locked', rfc822('locked 1'));
     await client.append('Locked', rfc822('locked 2'));
-    const before = await waitListed(service, carol.id, ['locked 1', 'locked 2']);
-    const mark = eventMark(service);
+    const before = await waitListed(suite.service, carol.id, ['locked 1', 'locked 2']);
+    const mark = eventMark(suite.service);
 
-    const dir = mail.maildirOf('carol', 'Locked');
+    const dir = suite.mail.maildirOf('carol', 'Locked');
     chmodSync(dir, 0o000);
     try {
-      // A fresh gateway (new sessions) must read every folder, so it meets the refusal for certain.
-      await gateway.kill('SIGKILL');
-      gateway = service.startGateway('gw-integrity', GATEWAY_ENV());
-      await mail.deliver({ from: 'x@remote.test', to: 'carol@example.test', subject: 'inbox meanwhile', text: 'hi' });
-      await waitListed(service, carol.id, ['inbox meanwhile']);
-      await eventually(() => gateway.log.some((l) => l.includes('folder refused by the server')), {
-        what: 'the gateway meeting the unreadable folder',
+      // A fresh suite.gateway (new sessions) must read every folder, so it meets the refusal for certain.
+      await suite.gateway.kill('SIGKILL');
+      suite.gateway = suite.service.startGateway('gw-integrity', suite.gatewayEnv());
+      await suite.mail.deliver({
+        from: 'x@remote.test',
+        to: 'carol@example.test',
+        subject: 'inbox meanwhile',
+        text: 'hi',
+      });
+      await waitListed(suite.service, carol.id, ['inbox meanwhile']);
+      await eventually(() => suite.gateway.log.some((l) => l.includes('folder refused by the server')), {
+        what: 'the suite.gateway meeting the unreadable folder',
       });
       await severalPolls();
-      const account = (await service.api('GET', `/accounts/${carol.id}`)).body;
+      const account = (await suite.service.api('GET', `/accounts/${carol.id}`)).body;
       expect(account.status).toBe('running');
     } finally {
       chmodSync(dir, 0o700);
     }
     await client.append('Locked', rfc822('locked 3'));
-    const after = await waitListed(service, carol.id, ['locked 1', 'locked 2', 'locked 3', 'inbox meanwhile']);
+    const after = await waitListed(suite.service, carol.id, ['locked 1', 'locked 2', 'locked 3', 'inbox meanwhile']);
     for (const subject of ['locked 1', 'locked 2']) expect(after.get(subject).id).toBe(before.get(subject).id);
-    expect(gateway.log.some((l) => l.includes('folder readable again'))).toBe(true);
-    const types = eventsSince(service, carol.id, mark).map((e) => e.type);
+    expect(suite.gateway.log.some((l) => l.includes('folder readable again'))).toBe(true);
+    const types = eventsSince(suite.service, carol.id, mark).map((e) => e.type);
     expect(types.filter((t) => t !== 'email.new').sort()).toEqual([]);
     expect(types.filter((t) => t === 'email.new')).toHaveLength(2);
   });
@@ -122,15 +103,15 @@ describe('folders', () => {
 
 describe('messages', () => {
   it('keeps every id through a UIDVALIDITY reset of 2,000 synced messages, initial-sync mail included', async () => {
-    const client = await imap('dave');
+    const client = await suite.imap('dave');
     const old = new Date(Date.now() - 60 * 24 * 3600 * 1000);
     await client.append('INBOX', rfc822('far too old'), [], old);
     for (let i = 1; i <= 3; i++) await client.append('INBOX', rfc822(`recent before connect ${i}`));
-    const dave = await connectMailbox(service, mail.info(), 'dave', {
+    const dave = await connectMailbox(suite.service, suite.mail.info(), 'dave', {
       initial_sync_enable: true,
       initial_sync_days: 7,
     });
-    await waitListed(service, dave.id, [
+    await waitListed(suite.service, dave.id, [
       'recent before connect 1',
       'recent before connect 2',
       'recent before connect 3',
@@ -138,13 +119,13 @@ describe('messages', () => {
     const subjects = Array.from({ length: 2000 }, (_, i) => `bulk ${i}`);
     await client.mailboxOpen('INBOX');
     for (const subject of subjects) await client.append('INBOX', rfc822(subject));
-    const before = await waitListed(service, dave.id, subjects, 240_000);
+    const before = await waitListed(suite.service, dave.id, subjects, 240_000);
     expect(before.size).toBe(2003);
-    const mark = eventMark(service);
+    const mark = eventMark(suite.service);
 
     const status = await client.status('INBOX', { uidValidity: true });
     await client.logout();
-    await mail.doveadm([
+    await suite.mail.doveadm([
       'mailbox',
       'update',
       '--uid-validity',
@@ -153,58 +134,66 @@ describe('messages', () => {
       'dave',
       'INBOX',
     ]);
-    await mail.deliver({ from: 'x@remote.test', to: 'dave@example.test', subject: 'after the reset', text: 'hi' });
-    const after = await waitListed(service, dave.id, [...subjects, 'after the reset'], 240_000);
+    await suite.mail.deliver({
+      from: 'x@remote.test',
+      to: 'dave@example.test',
+      subject: 'after the reset',
+      text: 'hi',
+    });
+    const after = await waitListed(suite.service, dave.id, [...subjects, 'after the reset'], 240_000);
     // The re-read is over once no membership is stale any more.
     await eventually(
       () =>
-        service.query<{ n: number }>(
+        suite.service.query<{ n: number }>(
           'SELECT COUNT(*) AS n FROM email_folders WHERE account_id = ? AND uid < 0',
           dave.id,
         )[0]?.n === 0,
       { what: 'the end of the re-read', timeoutMs: 240_000, intervalMs: 500 },
     );
     await severalPolls();
-    const final = await bySubject(service, dave.id);
+    const final = await bySubject(suite.service, dave.id);
     expect(final.size).toBe(2004);
     expect(final.has('far too old')).toBe(false);
     for (const [subject, email] of before) expect(final.get(subject)?.id, subject).toBe(email.id);
-    const types = eventsSince(service, dave.id, mark).map((e) => e.type);
+    const types = eventsSince(suite.service, dave.id, mark).map((e) => e.type);
     expect(types.filter((t) => t === 'email.delete')).toEqual([]);
     expect(types.filter((t) => t === 'email.new')).toHaveLength(1);
     expect(after.get('after the reset')).toBeDefined();
   }, 600_000);
 
   it('lists two copies of one message as two emails; expunging one leaves the other', async () => {
-    const erin = await connectMailbox(service, mail.info(), 'erin');
-    const client = await imap('erin');
+    const erin = await connectMailbox(suite.service, suite.mail.info(), 'erin');
+    const client = await suite.imap('erin');
     const raw = rfc822('twice');
     await client.append('INBOX', raw);
     await client.append('INBOX', raw);
     const copies = await eventually(
       async () => {
-        const twice = (await service.listEmails(erin.id)).filter((e: any) => e.subject === 'twice');
+        const twice = (await suite.service.listEmails(erin.id)).filter((e: any) => e.subject === 'twice');
         return twice.length === 2 ? twice : null;
       },
       { what: 'two copies listed', timeoutMs: 30_000, intervalMs: 250 },
     );
     expect(new Set(copies.map((e: any) => e.id)).size).toBe(2);
-    const mark = eventMark(service);
+    const mark = eventMark(suite.service);
 
     await client.mailboxOpen('INBOX');
     const uids = (await client.search({ subject: 'twice' }, { uid: true })) || [];
     expect(uids).toHaveLength(2);
     await client.messageDelete(String(uids[0]), { uid: true });
-    const deleted = await eventually(() => eventsSince(service, erin.id, mark).find((e) => e.type === 'email.delete'), {
-      what: 'email.delete of one copy',
-      timeoutMs: 30_000,
-      intervalMs: 250,
-    });
+    const deleted = await eventually(
+      () => eventsSince(suite.service, erin.id, mark).find((e) => e.type === 'email.delete'),
+      {
+        what: 'email.delete of one copy',
+        timeoutMs: 30_000,
+        intervalMs: 250,
+      },
+    );
     await severalPolls();
-    const left = (await service.listEmails(erin.id)).filter((e: any) => e.subject === 'twice');
+    const left = (await suite.service.listEmails(erin.id)).filter((e: any) => e.subject === 'twice');
     expect(left).toHaveLength(1);
     expect(copies.map((e: any) => e.id)).toContain(left[0].id);
     expect(left[0].id).not.toBe(deleted.data.id);
-    expect(eventsSince(service, erin.id, mark).filter((e) => e.type === 'email.delete')).toHaveLength(1);
+    expect(eventsSince(suite.service, erin.id, mark).filter((e) => e.type === 'email.delete')).toHaveLength(1);
   });
 });

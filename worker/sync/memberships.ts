@@ -147,22 +147,15 @@ export async function markStale(state: SyncState, folder: FolderRow, result: Cha
 }
 
 /** The re-read of a renumbered folder is complete: what it did not find again is gone. */
-export async function detachStale(state: SyncState, folder: FolderRow, result: ChangeResult): Promise<void> {
-  const { results } = await state.env.DB.prepare('SELECT uid FROM email_folders WHERE folder_id = ? AND uid < 0')
-    .bind(folder.id)
-    .all<{ uid: number }>();
-  if (results.length)
-    await detach(
-      state,
-      folder,
-      results.map((r) => r.uid),
-      result,
-    );
-}
+export const detachStale = (state: SyncState, folder: FolderRow, result: ChangeResult) =>
+  detachMatching(state, folder, 'uid < 0', result);
 
 /** Remove every membership of a folder (the folder is gone). */
-export async function detachAll(state: SyncState, folder: FolderRow, result: ChangeResult): Promise<void> {
-  const { results } = await state.env.DB.prepare('SELECT uid FROM email_folders WHERE folder_id = ?')
+export const detachAll = (state: SyncState, folder: FolderRow, result: ChangeResult) =>
+  detachMatching(state, folder, '1', result);
+
+async function detachMatching(state: SyncState, folder: FolderRow, condition: 'uid < 0' | '1', result: ChangeResult) {
+  const { results } = await state.env.DB.prepare(`SELECT uid FROM email_folders WHERE folder_id = ? AND ${condition}`)
     .bind(folder.id)
     .all<{ uid: number }>();
   if (results.length)

@@ -9,7 +9,8 @@ import { openImap } from '../../mailserver/client.ts';
 import type { MailServer } from '../../mailserver/mailserver.ts';
 import type { GatewayProcess, Service } from '../service.ts';
 import { differences, eventProblems, readServer, singleInstanceIds } from './check.ts';
-import { randomOperation, rng, type ModelContext } from './operations.ts';
+import { prng } from '../../shared/prng.ts';
+import { randomOperation, type ModelContext } from './operations.ts';
 
 export interface ModelOptions {
   seed: number;
@@ -49,7 +50,7 @@ export async function runModel(options: ModelOptions): Promise<ModelFigures> {
     mail: options.mail,
     user: options.user,
     client,
-    random: rng(options.seed),
+    random: prng(options.seed),
     nextId: 1,
     copied: new Set(),
     counts: {},

@@ -419,6 +419,11 @@ class Session {
     try {
       return await fn();
     } finally {
+      // The polling connection keeps no folder selected between passes: servers answer STATUS and
+      // LIST-STATUS for a selected folder from that session's stale view (Dovecot and Courier alike),
+      // and a selected folder deleted by another client ends the whole connection (BYE). CLOSE after
+      // EXAMINE expunges nothing.
+      if (client === this.#control && client.usable) await client.mailboxClose().catch(() => undefined);
       lock.release();
     }
   }
@@ -668,9 +673,6 @@ class Session {
   /** Reads the folder list (with STATUS) and reports it when it changed. Returns the previous one. */
   async #refreshListing(): Promise<{ folders: FolderInfo[]; previous: Map<string, FolderInfo> }> {
     if (!this.#control || this.#closed) throw new Aborted('session closed');
-    // Servers answer for the folder this connection has selected from the session's own view (Dovecot
-    // and Courier alike), which moves only on a command like NOOP: without it that folder goes blind.
-    if (this.#control.mailbox) await this.#control.noop();
     const folders = await listFolders(this.#control);
     const previous = this.#listing;
     const unchanged =

@@ -211,7 +211,7 @@ class Session {
   #listing = new Map<string, FolderInfo>();
   #runners = new Map<string, Coalescer>();
   /** UIDs reported expunged by the server (VANISHED, live or EARLIER), not yet relayed. */
-  #vanished = new Map<string, Set<number>>();
+  #vanished = new Map<string, { uidvalidity: number; uids: Set<number> }>();
   /** Without CONDSTORE: the flags last relayed per UID, so only differences are sent. */
   #knownFlags = new Map<string, Map<number, string>>();
   /** Without QRESYNC: the UIDs of the last snapshot, to tell whether something disappeared. */
@@ -345,7 +345,7 @@ class Session {
     client.on('error', (err: Error) => this.fail(err));
     client.on('exists', (ev) => this.#wake(ev.path));
     client.on('flags', (ev) => this.#wake(ev.path));
-    client.on('expunge', (ev) => this.#onExpunge(ev));
+    client.on('expunge', (ev) => this.#onExpunge(ev, Number(client.mailbox ? client.mailbox.uidValidity : 0)));
     return client;
   }
 
@@ -398,11 +398,18 @@ class Session {
     this.fail(err);
   }
 
-  #onExpunge(ev: ExpungeEvent): void {
+  /**
+   * An expunge the server announced, kept with the UIDVALIDITY it was announced under: UIDs of an
+   * earlier numbering must never remove the messages that carry them after a reset.
+   */
+  #onExpunge(ev: ExpungeEvent, uidvalidity: number): void {
     if (ev.uid !== undefined) {
-      const uids = this.#vanished.get(ev.path) ?? new Set<number>();
-      this.#vanished.set(ev.path, uids);
-      uids.add(ev.uid);
+      let entry = this.#vanished.get(ev.path);
+      if (!entry || entry.uidvalidity !== uidvalidity) {
+        entry = { uidvalidity, uids: new Set<number>() };
+        this.#vanished.set(ev.path, entry);
+      }
+      entry.uids.add(ev.uid);
     }
     // EARLIER ones arrive during our own fetch, which is already part of a pass.
     if (!ev.earlier) this.#wake(ev.path);
@@ -577,8 +584,10 @@ class Session {
       }
     }
     if (byModseq && qresync) {
-      const vanished = [...(this.#vanished.get(path) ?? [])].sort((a, b) => a - b);
+      const entry = this.#vanished.get(path);
       this.#vanished.delete(path);
+      const current = !!entry && entry.uidvalidity === status.uidvalidity && !reset;
+      const vanished = current ? [...entry.uids].sort((a, b) => a - b) : [];
       return { flags, vanished, snapshot: null, removed: vanished.length > 0, status };
     }
     const snapshot = await this.#uidsUpTo(client, lastUid);
@@ -657,7 +666,12 @@ class Session {
           highest_modseq: change.highest_modseq,
         });
     }
-    for (const cursor of response.cursors) if (touched.has(cursor.path)) this.#cursors.set(cursor.path, cursor);
+    for (const cursor of response.cursors) {
+      if (!touched.has(cursor.path)) continue;
+      // A new UIDVALIDITY: expunges heard under the old one mean nothing any more.
+      if (this.#cursors.get(cursor.path)?.uidvalidity !== cursor.uidvalidity) this.#vanished.delete(cursor.path);
+      this.#cursors.set(cursor.path, cursor);
+    }
   }
 
   #schedulePoll(): void {

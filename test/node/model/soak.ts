@@ -28,6 +28,11 @@ try {
   });
   console.log(JSON.stringify(figures, null, 2));
   failed = figures.problems.length > 0;
+  if (failed) {
+    // What the gateways said last: set GATEWAY_LOG_LEVEL=debug for every pass.
+    for (const [i, g] of service.gateways.entries())
+      console.log(`--- gateway ${i} (tail) ---\n${g.log.slice(-150).join('\n')}`);
+  }
 } finally {
   await stopEndToEnd({ mail, service });
 }

@@ -127,6 +127,9 @@ export class AccountSync {
         failure = err;
       } finally {
         session.close();
+        // A batch of the ended session still on its way must land before the next session's first
+        // one, or its older view (flags, expunges) would overwrite the newer one.
+        await session.settled();
         this.#session = null;
       }
       if (signal.aborted || failure instanceof Aborted) break;
@@ -217,6 +220,8 @@ class Session {
   /** Without QRESYNC: the UIDs of the last snapshot, to tell whether something disappeared. */
   #lastSnapshot = new Map<string, Set<number>>();
   #pollTimer: NodeJS.Timeout | undefined;
+  /** Calls to the Worker on their way (see `settled`). */
+  #inFlight = new Set<Promise<unknown>>();
   /** The last listing sent lacked a folder the one before had: the next listing is sent to confirm it. */
   #removalUnconfirmed = false;
   /** Folders whose last pass the server refused (e.g. SELECT answered NO): retried at every poll. */
@@ -227,7 +232,7 @@ class Session {
   #initialSync: PendingInitialSync;
   /** Large sources go to the Worker ahead of their change. */
   readonly #stage: StageSource = (sha256, source) =>
-    this.#deps.worker.stageSource(this.#accountId, sha256, source, { signal: this.#signal });
+    this.#call(() => this.#deps.worker.stageSource(this.#accountId, sha256, source, { signal: this.#signal }));
 
   constructor(
     accountId: string,
@@ -307,7 +312,7 @@ class Session {
       const client = await this.#connect({ disableAutoIdle: true });
       try {
         const send = async (changes: Change[]) =>
-          void (await this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal }));
+          void (await this.#call(() => this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal })));
         await pullInitialSync(plan, {
           client,
           stage: this.#stage,
@@ -650,10 +655,29 @@ class Session {
     );
   }
 
+  /** Resolves when no call of this session to the Worker is on its way any more. */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.#inFlight]);
+  }
+
+  /** A call to the Worker; refused once the session is closed (its passes may still be winding down). */
+  #call<T>(call: () => Promise<T>): Promise<T> {
+    if (this.#closed) return Promise.reject(new Aborted('session closed'));
+    const running = call();
+    this.#inFlight.add(running);
+    running.then(
+      () => this.#inFlight.delete(running),
+      () => this.#inFlight.delete(running),
+    );
+    return running;
+  }
+
   /** Sends one batch of changes; afterwards the Worker's cursors of those folders are ours. */
   async #send(changes: Change[]): Promise<void> {
     if (!changes.length) return;
-    const response = await this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal });
+    const response = await this.#call(() =>
+      this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal }),
+    );
     const touched = new Set(
       changes.flatMap((c) => (c.type === 'folders' ? c.folders.map((f) => f.path) : 'path' in c ? [c.path] : [])),
     );

@@ -5,7 +5,7 @@ import { buildEmailQuery, type EmailListQuery } from '../../worker/emails/query.
 import { encodeCursor } from '../../worker/lib/paging.ts';
 import { api, expectError } from './helpers.ts';
 import { listEmails, minute, readAccount, subjects } from './read-helpers.ts';
-import { rawMessage } from './sync-helpers.ts';
+import { rawMessage, endOrphanGrace } from './sync-helpers.ts';
 
 const sorted = (list: { data: any[] }) => subjects(list).sort();
 
@@ -260,7 +260,6 @@ describe('GET /emails?q= full-text search', () => {
   });
 
   it('forgets deleted emails: the index row goes with the email', async () => {
-    const { runDurableObjectAlarm } = await import('cloudflare:test');
     const a = await readAccount();
     await a.deliver('INBOX', { subject: 'ephemeral xylophone' }, { subject: 'stays' });
     const indexed = () =>
@@ -269,8 +268,7 @@ describe('GET /emails?q= full-text search', () => {
     expect(subjects(await listEmails(`account_id=${a.id}&q=xylophone`))).toEqual(['ephemeral xylophone']);
     const before = (await env.DB.prepare('SELECT COUNT(*) AS n FROM emails_fts').first<{ n: number }>())!.n;
     await a.stub.applyChanges(a.gateway, [{ type: 'vanished', path: 'INBOX', uidvalidity: 1, uids: [1] }]);
-    await new Promise((r) => setTimeout(r, 1600));
-    await runDurableObjectAlarm(a.stub);
+    await endOrphanGrace(a.stub);
     expect((await indexed())?.n).toBe(1);
     expect((await env.DB.prepare('SELECT COUNT(*) AS n FROM emails_fts').first<{ n: number }>())!.n).toBe(before - 1);
 

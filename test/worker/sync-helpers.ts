@@ -1,3 +1,4 @@
+import { runDurableObjectAlarm } from 'cloudflare:test';
 /** Helpers for tests of the sync path inside workerd: accounts set up as POST /auth/intent would, raw messages. */
 import { env } from 'cloudflare:workers';
 import type { FolderInfo, MessageIn } from '../../common/relay.ts';
@@ -134,4 +135,12 @@ export async function outbox(accountId: string): Promise<{ type: string; data: a
     .bind(accountId)
     .all<{ type: string; data_json: string }>();
   return results.map((r) => ({ type: r.type, data: JSON.parse(r.data_json) }));
+}
+
+/** Lets the orphan grace of every email in no folder run out, then runs the account object's alarm. */
+export async function endOrphanGrace(stub: DurableObjectStub): Promise<void> {
+  await env.DB.prepare(
+    'UPDATE emails SET orphaned_at_ms = orphaned_at_ms - 3600000 WHERE orphaned_at_ms IS NOT NULL',
+  ).run();
+  await runDurableObjectAlarm(stub);
 }

@@ -13,6 +13,7 @@ import {
   outbox,
   rawMessage,
   STANDARD_FOLDERS,
+  endOrphanGrace,
 } from './sync-helpers.ts';
 
 async function leased(gateway = 'gw-1') {
@@ -186,8 +187,7 @@ describe('applying changes', () => {
     await account.stub.applyChanges(account.gateway, [
       { type: 'vanished', path: 'Projects', uidvalidity: 1, uids: [1] },
     ]);
-    await new Promise((r) => setTimeout(r, 1600));
-    await runDurableObjectAlarm(account.stub);
+    await endOrphanGrace(account.stub);
     expect((await list(`account_id=${account.id}`)).data).toEqual([]);
     const events = await outbox(account.id);
     expect(events.filter((e) => e.type === 'email.update').length).toBeGreaterThanOrEqual(3);
@@ -206,8 +206,7 @@ describe('applying changes', () => {
     await account.stub.applyChanges(account.gateway, [
       { type: 'snapshot', path: 'INBOX', uidvalidity: 1, uids: [1, 3] },
     ]);
-    await new Promise((r) => setTimeout(r, 1600));
-    await runDurableObjectAlarm(account.stub);
+    await endOrphanGrace(account.stub);
     expect((await list(`account_id=${account.id}`)).data.map((e: any) => e.subject).sort()).toEqual(['m1', 'm3']);
 
     const renumbered = STANDARD_FOLDERS().map((f) => (f.path === 'INBOX' ? folder('INBOX', null, 3, 99) : f));
@@ -216,8 +215,7 @@ describe('applying changes', () => {
       { type: 'messages', path: 'INBOX', uidvalidity: 99, messages: [messageIn(1, raws[0]!), messageIn(2, raws[2]!)] },
       { type: 'cursor', path: 'INBOX', uidvalidity: 99, last_uid: 2, highest_modseq: '5' },
     ]);
-    await new Promise((r) => setTimeout(r, 1600));
-    await runDurableObjectAlarm(account.stub);
+    await endOrphanGrace(account.stub);
     const after = Object.fromEntries((await list(`account_id=${account.id}`)).data.map((e: any) => [e.subject, e.id]));
     expect(after).toEqual({ m1: before.m1, m3: before.m3 });
     expect((await account.stub.cursors()).find((c) => c.path === 'INBOX')).toMatchObject({

@@ -13,8 +13,12 @@ import type { Env } from '../env.ts';
 import { eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
 import { blobInUse } from './commit.ts';
 
-/** An email expunged from its last folder waits this long for the other side of a move to arrive. */
-export const ORPHAN_GRACE_MS = 1_500;
+/**
+ * An email expunged from its last folder waits this long for the other side of a move to arrive.
+ * The gateway reports a move's arrival before its expunge; the grace covers what it cannot order
+ * (a restart between the two, a destination it could not read yet).
+ */
+export const ORPHAN_GRACE_MS = 10_000;
 
 /** Emails deleted per step: about 10 D1 statements each, well inside one invocation's limits. */
 const STEP = 50;

@@ -126,8 +126,10 @@ async function check(
   const known = singleInstanceIds(server, options.service, options.accountId);
   for (const [modelId, emailId] of known) {
     const was = before.get(modelId);
-    if (was && was !== emailId && !copied.has(modelId))
+    if (was && was !== emailId && !copied.has(modelId)) {
       problems.push(`model ${modelId} changed its email id: ${was} → ${emailId}`);
+      problems.push(...eventsOf(options.service, [was, emailId]));
+    }
   }
   problems.push(...eventProblems(options.service, options.accountId));
   const listed = (await options.service.listEmails(options.accountId)).length;
@@ -138,4 +140,17 @@ async function check(
   ).size;
   if (listed !== stored) problems.push(`GET /emails lists ${listed} emails, D1 holds ${stored}`);
   return { problems, known, size: server.length };
+}
+
+/** The email events of some emails, oldest first: what the API said happened to them. */
+function eventsOf(service: Service, emailIds: string[]): string[] {
+  return emailIds.flatMap((id) =>
+    service
+      .query<{ type: string; folders: string; created_at: string }>(
+        `SELECT type, json_extract(data_json, '$.folder_ids') AS folders, created_at FROM events
+         WHERE json_extract(data_json, '$.id') = ? ORDER BY rowid`,
+        id,
+      )
+      .map((e) => `  ${id}: ${e.type} folders ${e.folders} at ${e.created_at}`),
+  );
 }

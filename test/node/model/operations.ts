@@ -19,6 +19,8 @@ export interface ModelContext {
   counts: Record<string, number>;
   /** What the operations did, newest last (shown with the problems a check finds). */
   trace: string[];
+  /** Operations this run leaves out, by name (e.g. 'uidvalidity reset'). */
+  leaveOut: Set<string>;
 }
 
 const note = (ctx: ModelContext, line: string) => {
@@ -151,7 +153,6 @@ const OPERATIONS: [number, string, Operation][] = [
     },
   ],
 ];
-const TOTAL_WEIGHT = OPERATIONS.reduce((sum, [w]) => sum + w, 0);
 
 async function copyOrMove(ctx: ModelContext, kind: 'copy' | 'move'): Promise<void> {
   const at = await someMessage(ctx);
@@ -191,8 +192,9 @@ async function flag(ctx: ModelContext, add: boolean): Promise<void> {
 
 /** One random operation; returns its name. */
 export async function randomOperation(ctx: ModelContext): Promise<string> {
-  let roll = ctx.random() * TOTAL_WEIGHT;
-  for (const [weight, name, run] of OPERATIONS) {
+  const allowed = OPERATIONS.filter(([, name]) => !ctx.leaveOut.has(name));
+  let roll = ctx.random() * allowed.reduce((sum, [w]) => sum + w, 0);
+  for (const [weight, name, run] of allowed) {
     roll -= weight;
     if (roll > 0) continue;
     await run(ctx);

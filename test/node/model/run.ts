@@ -25,6 +25,8 @@ export interface ModelOptions {
   /** Starts a gateway process (the same id each time, as a restarted gateway would have). */
   startGateway(): GatewayProcess;
   gateway: GatewayProcess;
+  /** Operations to leave out, by name (see operations.ts). */
+  leaveOut?: string[];
   /** How long to wait for the API to agree with the server at a check. */
   quiescenceMs?: number;
   log?: (line: string) => void;
@@ -55,6 +57,7 @@ export async function runModel(options: ModelOptions): Promise<ModelFigures> {
     copied: new Set(),
     counts: {},
     trace: [],
+    leaveOut: new Set(options.leaveOut ?? []),
   };
   let gateway = options.gateway;
   let kills = 0;

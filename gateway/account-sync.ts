@@ -44,7 +44,7 @@ import {
 } from './imap.ts';
 import { pullInitialSync } from './initial-sync.ts';
 import { errorFields, type Logger } from './log.ts';
-import { MESSAGE_OVERHEAD_BYTES, messageQuery, toFlagUpdate, toRelayed, type StageSource } from './messages.ts';
+import { hasUid, MESSAGE_OVERHEAD_BYTES, messageQuery, toFlagUpdate, toRelayed, type StageSource } from './messages.ts';
 import { Aborted, isLeaseLost, WorkerHttpError, type WorkerClient } from './worker-client.ts';
 
 /** Re-issue IDLE this often (servers may drop an IDLE older than 30 minutes, RFC 2177). */
@@ -538,7 +538,7 @@ class Session {
     try {
       for await (const msg of client.fetch(`${base.last_uid + 1}:*`, query, { uid: true })) {
         // "n:*" also matches the highest UID when it is below n.
-        if (msg.uid <= base.last_uid) continue;
+        if (!hasUid(msg) || msg.uid <= base.last_uid) continue;
         const message = await toRelayed(msg, gmail, this.#stage);
         // A staged source is not in the change, but the Worker reads it back while applying it.
         const size = (message.staged ? message.size : message.raw.length) + MESSAGE_OVERHEAD_BYTES;
@@ -578,7 +578,7 @@ class Session {
         { uid: true, flags: true, ...(gmail && { labels: true }) },
         options,
       )) {
-        if (msg.uid > base.last_uid) continue;
+        if (!hasUid(msg) || msg.uid > base.last_uid) continue;
         const update = toFlagUpdate(msg, gmail);
         if (known) {
           const signature = JSON.stringify([update.flags, update.labels]);

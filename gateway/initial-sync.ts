@@ -21,7 +21,14 @@ import {
 } from '../common/relay.ts';
 import { isSelectable } from './imap.ts';
 import type { Logger } from './log.ts';
-import { internalDateOf, MESSAGE_OVERHEAD_BYTES, messageQuery, toRelayed, type StageSource } from './messages.ts';
+import {
+  hasUid,
+  internalDateOf,
+  MESSAGE_OVERHEAD_BYTES,
+  messageQuery,
+  toRelayed,
+  type StageSource,
+} from './messages.ts';
 
 const DAY_MS = 24 * 3600 * 1000;
 
@@ -78,14 +85,14 @@ async function pullFolder(folder: PlanFolder, since: number, deps: PullDeps): Pr
       { uid: true, internalDate: true, size: true },
       { uid: true },
     )) {
-      if (msg.uid < below && internalDateOf(msg).getTime() >= since)
+      if (hasUid(msg) && msg.uid < below && internalDateOf(msg).getTime() >= since)
         inWindow.push({ uid: msg.uid, size: msg.size ?? 0 });
     }
     inWindow.sort((a, b) => b.uid - a.uid);
     for (const page of pages(inWindow)) {
       const messages: MessageIn[] = [];
       for await (const msg of client.fetch(uidSet(page), messageQuery(deps.gmail), { uid: true }))
-        messages.push(await toRelayed(msg, deps.gmail, deps.stage));
+        if (hasUid(msg)) messages.push(await toRelayed(msg, deps.gmail, deps.stage));
       messages.sort((a, b) => b.uid - a.uid);
       if (messages.length)
         await deps.send([

@@ -18,6 +18,12 @@ export function messageQuery(gmail: boolean): FetchQueryObject {
   };
 }
 
+/**
+ * Whether a FETCH response is one of the messages asked for. A server may interleave unsolicited
+ * FETCH responses (another client's flag change) that carry no UID: those are not ours to relay.
+ */
+export const hasUid = (msg: Pick<FetchMessageObject, 'uid'>): boolean => typeof msg.uid === 'number' && msg.uid > 0;
+
 /** Message flags without \Recent: a per-session flag that says nothing about the message. */
 function flagsOf(msg: FetchMessageObject): string[] {
   return [...(msg.flags ?? [])].filter((flag) => flag !== '\\Recent').sort();

@@ -75,9 +75,10 @@ export class FakeWorker {
     this.secret = opts.secret;
     this.leaseTtlMs = opts.leaseTtlMs ?? 30_000;
     this.#server = createServer((req, res) => {
-      this.#handle(req, res).catch((err: unknown) =>
-        send(res, 500, { type: 'errors/unexpected_error', detail: String(err) }),
-      );
+      this.#handle(req, res).catch((err: unknown) => {
+        console.error('FAKE500', String(err).slice(0, 600));
+        send(res, 500, { type: 'errors/unexpected_error', detail: String(err) });
+      });
     });
   }
 

@@ -32,6 +32,7 @@ try {
     // What the gateways said last: set GATEWAY_LOG_LEVEL=debug for every pass.
     for (const [i, g] of service.gateways.entries())
       console.log(`--- gateway ${i} (tail) ---\n${g.log.slice(-150).join('\n')}`);
+    console.log(`--- worker (tail) ---\n${service.workerLog.slice(-200).join('\n')}`);
   }
 } finally {
   await stopEndToEnd({ mail, service });

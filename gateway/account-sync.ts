@@ -151,10 +151,14 @@ export class AccountSync {
         delay = backoffDelay(attempt++, settings.reconnectMinMs, settings.reconnectMaxMs);
       } else {
         delay = backoffDelay(attempt++, settings.reconnectMinMs, settings.reconnectMaxMs);
-        await this.#report(
-          'disconnected',
-          classifyError(failure, 'IMAP', this.#config.imap.host, this.#config.imap.port).message,
-        );
+        // A running session that ends (the server closed one connection: Dovecot does when a folder
+        // it had selected is deleted) is tried again once before anyone is told: a reconnect that
+        // works is no disconnection. A second failure in a row is reported.
+        if (attempt > 1 || this.#reported !== 'running')
+          await this.#report(
+            'disconnected',
+            classifyError(failure, 'IMAP', this.#config.imap.host, this.#config.imap.port).message,
+          );
       }
       this.#log.warn('session ended', { ...errorFields(failure), retry_in_ms: delay });
       await sleep(delay, signal);

@@ -89,11 +89,6 @@ export class AccountObject extends DurableObject<Env> {
     }));
   }
 
-  /** Messages given up on (recorded with their reason; a later pass or a fix can pick them up again). */
-  skippedMessages() {
-    return this.store.skippedMessages();
-  }
-
   // ------------------------------------------------------------------ lifecycle
 
   /**

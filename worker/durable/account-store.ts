@@ -203,8 +203,4 @@ export class AccountStore {
   clearFailure(path: string, uidvalidity: number, uid: number): void {
     this.sql.exec('DELETE FROM failed_messages WHERE path = ? AND uidvalidity = ? AND uid = ?', path, uidvalidity, uid);
   }
-
-  skippedMessages(): FailedMessage[] {
-    return this.sql.exec<FailedMessage>('SELECT * FROM failed_messages WHERE skipped = 1 ORDER BY path, uid').toArray();
-  }
 }

@@ -9,6 +9,7 @@
  *   POST /internal/gateway/accounts/{id}/status         StatusRequest           → { ok: true }
  *   GET  /internal/gateway/accounts/{id}/outgoing/{key}  (empty body signed)     → OutgoingMessage
  *   PUT  /internal/gateway/accounts/{id}/sources/{sha256} a large message source → { ok: true }
+ *   POST /internal/gateway/accounts/{id}/outcomes       SendOutcome             → { ok: true }
  *
  * Worker → Gateway: each gateway keeps one WebSocket open to the Worker
  *   GET  /internal/gateway/connect?gateway_id=…&t=…&sig=…   (signature over "CONNECT <gateway_id> <t>")
@@ -285,6 +286,17 @@ export type OutgoingMessage = z.infer<typeof OutgoingMessage>;
 /** A send or a saved draft: the Message-ID it went out with (its copy in Sent or Drafts arrives by sync). */
 export const OutgoingResult = z.object({ message_id: z.string() });
 export type OutgoingResult = z.infer<typeof OutgoingResult>;
+
+/**
+ * What became of a send or draft, reported by the gateway once it knows, besides its answer on the
+ * socket: the Worker may have stopped waiting, and must learn the outcome without sending again.
+ */
+export const SendOutcome = z.object({
+  message_id: z.string().min(1).max(1000),
+  sent: z.boolean(),
+  detail: z.string().max(1000).nullable(),
+});
+export type SendOutcome = z.infer<typeof SendOutcome>;
 
 /**
  * One mailbox change of a `modify` request; a message is addressed by folder path, UIDVALIDITY and

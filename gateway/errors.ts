@@ -3,6 +3,8 @@ import type { GatewayErrorKind } from '../common/relay.ts';
 /** An error with a kind the Worker maps onto the public API (see GatewayErrorKind in common/relay.ts). */
 export class GatewayError extends Error {
   readonly kind: GatewayErrorKind;
+  /** A send failed at a point where the server may have taken the message anyway (the link broke mid-transaction). */
+  mayHaveSent = false;
   constructor(kind: GatewayErrorKind, detail: string) {
     super(detail);
     this.kind = kind;

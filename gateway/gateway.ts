@@ -6,6 +6,7 @@ import type { GatewayRequest } from '../common/relay.ts';
 import { AccountSync } from './account-sync.ts';
 import { GatewayError } from './errors.ts';
 import { MailboxCommands } from './mailbox.ts';
+import { OutgoingSends } from './sends.ts';
 import { sleep } from './async.ts';
 import type { GatewayConfig } from './config.ts';
 import { errorFields, type Logger } from './log.ts';
@@ -23,6 +24,7 @@ export class Gateway {
   /** Command connections (send, modify) of the accounts held, beside their syncs. */
   #commands = new Map<string, MailboxCommands>();
   #leasing = new Map<string, Promise<void>>();
+  #sends: OutgoingSends;
   #abort = new AbortController();
   #tasks: Promise<void>[] = [];
 
@@ -35,6 +37,7 @@ export class Gateway {
       gatewayId: config.gatewayId,
       log,
     });
+    this.#sends = new OutgoingSends(this.#worker, log);
   }
 
   start(): void {
@@ -72,11 +75,7 @@ export class Gateway {
         await this.#release(request.account_id, 'released by the worker');
         return { held: false };
       case 'send':
-        return this.#commandsFor(request.account_id).send(
-          request.mode,
-          await this.#worker.outgoing(request.account_id, request.key),
-          request.append_to,
-        );
+        return this.#sends.run(request, () => this.#commandsFor(request.account_id));
       case 'modify':
         return this.#commandsFor(request.account_id).modify(request.steps);
     }

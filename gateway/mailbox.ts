@@ -120,7 +120,11 @@ export class MailboxCommands {
       // Start the next send on a fresh connection.
       this.#transport?.close();
       this.#transport = null;
-      throw classifySendError(err, smtp.host, smtp.port);
+      const failure = classifySendError(err, smtp.host, smtp.port);
+      // A refusal (a reply code) or a failed connect is final; a link broken mid-transaction is not.
+      const e = err as { responseCode?: unknown; command?: unknown };
+      failure.mayHaveSent = typeof e.responseCode !== 'number' && e.command !== 'CONN';
+      throw failure;
     }
   }
 

@@ -17,6 +17,7 @@ import {
   type GatewayRequest,
   type HeartbeatRequest,
   type LeaseRequest,
+  type SendOutcome,
   type StatusRequest,
 } from '../common/relay.ts';
 import { DEAD_AFTER_MS, PING, PING_INTERVAL_MS, PONG } from '../common/heartbeat.ts';
@@ -88,6 +89,11 @@ export class WorkerClient {
   async status(accountId: string, status: AccountStatus, error: string | null, opts?: PostOptions): Promise<void> {
     const body: StatusRequest = { gateway_id: this.gatewayId, status, error: error?.slice(0, 1000) ?? null };
     await this.#post(`${accountPath(accountId)}/status`, body, null, opts);
+  }
+
+  /** What became of a send (see `SendOutcome`). */
+  async sendOutcome(accountId: string, outcome: SendOutcome, opts?: PostOptions): Promise<void> {
+    await this.#post(`${accountPath(accountId)}/outcomes`, outcome, null, opts);
   }
 
   /** A composed message waiting to be sent (signed GET, see the `send` request). */

@@ -53,6 +53,7 @@ for (const name of [
   'ALLOW_PRIVATE_WEBHOOK_URLS',
   'ALLOW_PRIVATE_MAIL_HOSTS',
   'ALLOW_PLAINTEXT_MAIL',
+  'SEND_TIMEOUT_SECONDS',
 ]) {
   if (process.env[name]) vars[name] = process.env[name];
 }

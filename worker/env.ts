@@ -21,6 +21,8 @@ export interface Env {
   ALLOW_PRIVATE_MAIL_HOSTS?: string;
   /** "true" allows IMAP/SMTP encryption NONE (passwords in clear; local development). */
   ALLOW_PLAINTEXT_MAIL?: string;
+  /** Seconds a send waits for the gateway's answer before its outcome counts as unknown (default 90). */
+  SEND_TIMEOUT_SECONDS?: string;
   /** Public origin of the Worker for tracking links (e.g. https://mail.example.com); default: the request's origin. */
   PUBLIC_URL?: string;
 }

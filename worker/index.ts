@@ -1,4 +1,5 @@
 /** The Worker's entry points: HTTP API, webhook queue consumer, scheduled sweeps; and the Durable Object class. */
+import { resumeStalledPurges } from './accounts/remove.ts';
 import { createApp } from './app.ts';
 import type { Env, WebhookQueueMessage } from './env.ts';
 import { handleWebhookBatch } from './webhooks/consumer.ts';
@@ -14,5 +15,6 @@ export default {
   queue: (batch, env) => handleWebhookBatch(batch, env),
   scheduled: async (_controller, env) => {
     await runSweep(env);
+    await resumeStalledPurges(env);
   },
 } satisfies ExportedHandler<Env, WebhookQueueMessage>;

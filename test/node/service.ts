@@ -60,7 +60,7 @@ const exited = (child: ChildProcess) =>
  * (by default the test starts and kills gateways itself).
  */
 export async function startService(
-  options: { echo?: boolean; gatewayEnv?: Record<string, string> } = {},
+  options: { echo?: boolean; gatewayEnv?: Record<string, string>; workerEnv?: Record<string, string> } = {},
 ): Promise<Service> {
   const echo = options.echo ?? process.env.E2E_ECHO === '1';
   const port = await freePort();
@@ -77,6 +77,7 @@ export async function startService(
     PORT: String(port),
     PERSIST_TO: stateDir,
     ...(options.gatewayEnv ?? { START_GATEWAY: '0' }),
+    ...options.workerEnv,
   };
   const workerLog: string[] = [];
   const worker = spawn('npm', ['start'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });

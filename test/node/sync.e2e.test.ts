@@ -361,6 +361,11 @@ describe('connecting a mailbox', () => {
     const res = await service.api('DELETE', `/accounts/${alice.id}`);
     expect(res.body).toEqual({ object: 'AccountDeleted', id: alice.id });
     expect((await service.api('GET', `/emails?account_id=${alice.id}`)).body.data).toEqual([]);
+    // The purge continues in the account object's alarms; the row goes last.
+    await eventually(() => service.query('SELECT id FROM accounts WHERE id = ?', alice.id).length === 0, {
+      what: 'the purge',
+      timeoutMs: 60_000,
+    });
     expect(service.query('SELECT id FROM emails WHERE account_id = ?', alice.id)).toEqual([]);
     expect(service.query('SELECT id FROM folders WHERE account_id = ?', alice.id)).toEqual([]);
     const imap = await openImap(mail.info(), 'alice');

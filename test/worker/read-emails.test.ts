@@ -1,4 +1,5 @@
 // GET /emails and GET /drafts: every filter, combinations, full-text search, keyset paging under arrival, query plans.
+import { runDurableObjectAlarm } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { buildEmailQuery, type EmailListQuery } from '../../worker/emails/query.ts';
@@ -273,6 +274,7 @@ describe('GET /emails?q= full-text search', () => {
     expect((await env.DB.prepare('SELECT COUNT(*) AS n FROM emails_fts').first<{ n: number }>())!.n).toBe(before - 1);
 
     await api('DELETE', `/accounts/${a.id}`);
+    while (await runDurableObjectAlarm(a.stub));
     expect((await indexed())?.n).toBe(0);
     expect((await env.DB.prepare('SELECT COUNT(*) AS n FROM emails_fts').first<{ n: number }>())!.n).toBe(before - 2);
   });

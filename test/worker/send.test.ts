@@ -10,7 +10,7 @@ import { normalizeAddress } from '../../worker/ingest/parse.ts';
 import { recordOutgoing } from '../../worker/send/outgoing.ts';
 import { requestHash } from '../../worker/send/idempotency.ts';
 import { api, expectError } from './helpers.ts';
-import { createSyncedAccount, messageIn, outbox, rawMessage } from './sync-helpers.ts';
+import { createSyncedAccount, gatewayCall, messageIn, outbox, rawMessage } from './sync-helpers.ts';
 
 const base = 'https://mail.example.com';
 const send = (body: unknown, headers: Record<string, string> = {}) => api('POST', '/emails', { body, headers });
@@ -96,7 +96,7 @@ describe('POST /emails: validation (nothing reaches a gateway)', () => {
 });
 
 describe('Idempotency-Key', () => {
-  it('replays a completed result, refuses one in progress with 409 or another body with 400, and releases the key after a failure', {
+  it('replays a completed result, refuses one in progress with 409 or another body with 422, and releases the key after a failure', {
     timeout: 30_000,
   }, async () => {
     const { id } = await createSyncedAccount();
@@ -121,8 +121,8 @@ describe('Idempotency-Key', () => {
     expect(replay.body).toEqual(stored);
     // The same key with another body is refused, not answered with the first result.
     const other = await send({ ...body, subject: 'y' }, { 'Idempotency-Key': 'done-1' });
-    expectError(other, 400, 'invalid_parameters');
-    expect((other.body as { detail: string }).detail).toMatch(/^Idempotency-Key:/);
+    expectError(other, 422, 'idempotency_key_reused');
+    expect((other.body as { detail: string }).detail).toMatch(/^Idempotency-Key: .*another body/);
     // The same key on drafts is another scope.
     expectError(await send(body, { 'Idempotency-Key': 'busy-1' }), 409, 'already_exists');
     expectError(await send(body, { 'Idempotency-Key': 'x'.repeat(256) }), 400, 'invalid_parameters');
@@ -140,6 +140,90 @@ describe('Idempotency-Key', () => {
       404,
       'not_found',
     );
+  });
+});
+
+describe('an unresolved send (the gateway had it, no answer came)', () => {
+  async function unresolved(key: string, accountId: string, messageId: string, body: unknown, ageMs = 0) {
+    const now = Date.now();
+    const answer = {
+      object: 'EmailSent',
+      account_id: accountId,
+      message_id: messageId,
+      provider_id: null,
+      tracking_id: null,
+    };
+    await env.DB.batch([
+      env.DB.prepare(
+        `INSERT INTO idempotency_keys (key, scope, request_hash, status, account_id, message_id, pending_json, created_at, expires_at)
+         VALUES (?, 'POST /emails', ?, 'unresolved', ?, ?, ?, ?, ?)`,
+      ).bind(key, await requestHash(body), accountId, messageId, JSON.stringify(answer), now - ageMs, now + 86_400_000),
+      env.DB.prepare(
+        `INSERT INTO outgoing_messages (account_id, message_id, kind, created_at, outcome) VALUES (?, ?, 'send', ?, 'pending')`,
+      ).bind(accountId, messageId, new Date().toISOString()),
+    ]);
+    return answer;
+  }
+  const report = (accountId: string, outcome: unknown) =>
+    gatewayCall(`/internal/gateway/accounts/${accountId}/outcomes`, outcome);
+
+  it('answers 409 while unknown, the first result once the gateway reports it sent, and frees the key after a reported failure', {
+    timeout: 30_000,
+  }, async () => {
+    const { id } = await createSyncedAccount();
+    const body = { account_id: id, to: [{ identifier: 'bob@example.test' }], subject: 'x' };
+
+    const answer = await unresolved('late-ok', id, '<late-ok@example.test>', body);
+    expectError(await send(body, { 'Idempotency-Key': 'late-ok' }), 409, 'already_exists');
+    expect((await report(id, { message_id: '<late-ok@example.test>', sent: true, detail: null })).status).toBe(200);
+    const replay = await send(body, { 'Idempotency-Key': 'late-ok' });
+    expect(replay.status).toBe(200);
+    expect(replay.body).toEqual(answer);
+
+    // A reported failure: nothing went out, so the key is free and this request is a new attempt
+    // (no gateway here: 502, and the key is released again).
+    await unresolved('late-fail', id, '<late-fail@example.test>', body);
+    await report(id, {
+      message_id: '<late-fail@example.test>',
+      sent: false,
+      detail: 'SMTP server refused the message',
+    });
+    const retried = await send(body, { 'Idempotency-Key': 'late-fail' });
+    expectError(retried, 502, 'provider_error');
+    expect((retried.body as { detail: string }).detail).not.toMatch(/may still go out/);
+    expect(await env.DB.prepare("SELECT * FROM idempotency_keys WHERE key = 'late-fail'").first()).toBeNull();
+    expect(
+      await env.DB.prepare("SELECT * FROM outgoing_messages WHERE message_id = '<late-fail@example.test>'").first(),
+    ).toBeNull();
+  });
+
+  it('settles from the synced copy, and answers a still unknown outcome as unknown after 15 minutes', {
+    timeout: 30_000,
+  }, async () => {
+    const { id, stub } = await createSyncedAccount();
+    const body = { account_id: id, to: [{ identifier: 'carol@example.test' }], subject: 'y' };
+    const answer = await unresolved('by-copy', id, '<by-copy@example.test>', body);
+    await stub.acquireLease('gw-1');
+    await stub.applyChanges('gw-1', [
+      {
+        type: 'messages',
+        path: 'Sent',
+        uidvalidity: 1,
+        messages: [messageIn(1, rawMessage({ messageId: '<by-copy@example.test>', subject: 'y' }), ['\\Seen'])],
+      },
+    ]);
+    const replay = await send(body, { 'Idempotency-Key': 'by-copy' });
+    expect(replay.status).toBe(200);
+    expect(replay.body).toEqual(answer);
+
+    await unresolved('lost', id, '<lost@example.test>', body, 16 * 60 * 1000);
+    const unknown = await send(body, { 'Idempotency-Key': 'lost' });
+    expectError(unknown, 502, 'provider_error');
+    expect((unknown.body as { detail: string }).detail).toMatch(/could not be established/);
+    // That answer is final: the next repeat replays it and sends nothing.
+    const again = await send(body, { 'Idempotency-Key': 'lost' });
+    expect(again.status).toBe(502);
+    expect(again.body).toEqual(unknown.body);
   });
 });
 

@@ -4,6 +4,7 @@
  * its sync baseline. Nothing is written before the login succeeded, and a failure after the
  * account row exists removes it again: no half-written account.
  */
+import { NOT_REMOVED } from './removed.ts';
 import { z } from 'zod';
 import { Encryption, VerifyResult, type MailboxConfig } from '../../common/relay.ts';
 import type { Env } from '../env.ts';
@@ -102,7 +103,9 @@ export function resolveServers(body: AuthIntent): MailboxConfig {
 }
 
 async function loadAccountRow(env: Env, id: string): Promise<AccountRow | null> {
-  return env.DB.prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`).bind(id).first<AccountRow>();
+  return env.DB.prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ? AND ${NOT_REMOVED}`)
+    .bind(id)
+    .first<AccountRow>();
 }
 
 export async function connectAccount(env: Env, body: AuthIntent) {
@@ -115,7 +118,7 @@ export async function connectAccount(env: Env, body: AuthIntent) {
 
   if (!previous) {
     const duplicate = await env.DB.prepare(
-      'SELECT id FROM accounts WHERE lower(email) = lower(?) AND lower(imap_host) = lower(?)',
+      `SELECT id FROM accounts WHERE lower(email) = lower(?) AND lower(imap_host) = lower(?) AND ${NOT_REMOVED}`,
     )
       .bind(config.email, config.imap.host)
       .first<{ id: string }>();

@@ -1,35 +1,55 @@
-/** Removing an account's data: its D1 rows (in chunks, so no single statement grows with the mailbox) and its R2 blobs. */
+/**
+ * Removing an account's data, in bounded steps: the account's object runs one step per alarm until
+ * nothing is left (durable/account-object.ts). A step deletes up to PURGE_EMAILS emails with their
+ * rows (set-based, by email id), then the account's other rows in chunks, then its R2 objects a
+ * listing page at a time. Each step stays far inside one invocation's 1,000 D1 queries and 50
+ * subrequests, and every statement is led by an index (test/worker/bulk-limits.test.ts).
+ */
+import { deleteBlobs, deleteEmailRows } from '../emails/delete.ts';
 import { blobKeys } from '../emails/store.ts';
 import type { Env } from '../env.ts';
 
-const CHUNK = 500;
+export const PURGE_EMAILS = 1000;
+const PURGE_ROWS = 1000;
+/** R2 listing pages per step: a list and a delete call each. */
+const PURGE_BLOB_PAGES = 10;
 
-export async function purgeAccountData(env: Env, accountId: string): Promise<void> {
+/** The account's emails, a step at a time (index emails_by_account). */
+export const PURGE_EMAIL_IDS_SQL = `SELECT id FROM emails WHERE account_id = ? LIMIT ${PURGE_EMAILS}`;
+
+/** What is left once the emails are gone, each a chunk at a time by an index led by account_id. */
+export const PURGE_ACCOUNT_ROWS_SQL = [
+  `DELETE FROM contacts WHERE rowid IN (SELECT rowid FROM contacts WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
+  `DELETE FROM thread_keys WHERE rowid IN (SELECT rowid FROM thread_keys WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
+  `DELETE FROM email_search WHERE rowid IN (SELECT rowid FROM email_search WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
+  `DELETE FROM outgoing_messages WHERE rowid IN (SELECT rowid FROM outgoing_messages WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
+  `DELETE FROM folders WHERE rowid IN (SELECT rowid FROM folders WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
+] as const;
+
+/** One step of the purge; true once nothing of the account is left but its `accounts` row. */
+export async function purgeStep(env: Env, accountId: string): Promise<boolean> {
   const db = env.DB;
-  for (const table of ['email_participants', 'attachments', 'email_folders', 'email_search', 'thread_keys']) {
-    for (;;) {
-      const { meta } = await db
-        .prepare(`DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE account_id = ? LIMIT ${CHUNK})`)
-        .bind(accountId)
-        .run();
-      if (meta.changes < CHUNK) break;
-    }
+  const { results } = await db.prepare(PURGE_EMAIL_IDS_SQL).bind(accountId).all<{ id: string }>();
+  if (results.length > 0) {
+    await db.batch(
+      deleteEmailRows(
+        db,
+        results.map((r) => r.id),
+      ),
+    );
+    return false;
   }
-  for (;;) {
-    const { meta } = await db
-      .prepare(`DELETE FROM emails WHERE id IN (SELECT id FROM emails WHERE account_id = ? LIMIT ${CHUNK})`)
-      .bind(accountId)
-      .run();
-    if (meta.changes < CHUNK) break;
+  const deleted = await db.batch(PURGE_ACCOUNT_ROWS_SQL.map((sql) => db.prepare(sql).bind(accountId)));
+  if (deleted.some((r) => r.meta.changes >= PURGE_ROWS)) return false;
+
+  // Every object of the account lives under its prefix (raw sources, bodies, attachments, staged sources).
+  for (let page = 0; page < PURGE_BLOB_PAGES; page++) {
+    const listing = await env.BLOBS.list({ prefix: blobKeys.accountPrefix(accountId), limit: 1000 });
+    await deleteBlobs(
+      env.BLOBS,
+      listing.objects.map((o) => o.key),
+    );
+    if (!listing.truncated) return true;
   }
-  await db.batch([
-    db.prepare('DELETE FROM contacts WHERE account_id = ?').bind(accountId),
-    db.prepare('DELETE FROM folders WHERE account_id = ?').bind(accountId),
-  ]);
-  let cursor: string | undefined;
-  do {
-    const listing = await env.BLOBS.list({ prefix: blobKeys.accountPrefix(accountId), cursor, limit: 1000 });
-    if (listing.objects.length) await env.BLOBS.delete(listing.objects.map((o) => o.key));
-    cursor = listing.truncated ? listing.cursor : undefined;
-  } while (cursor);
+  return false;
 }

@@ -7,7 +7,7 @@ import type { GatewayRequest } from '../../common/relay.ts';
 import type { Lease } from '../durable/lease.ts';
 import type { Env } from '../env.ts';
 import { callGateway } from '../gateways/registry.ts';
-import { ApiError, isErrorKind, type ErrorKind } from '../lib/errors.ts';
+import { ApiError, OutcomeUnknown, isErrorKind, type ErrorKind } from '../lib/errors.ts';
 import { gatewayObject } from '../durable/gateway-stub.ts';
 
 /** Time budgets: mailbox actions answer within ~20 s; a send (up to 30 MB over SMTP) may take longer. */
@@ -16,15 +16,28 @@ export const COMMAND_BUDGET = {
   send: { waitMs: 8_000, timeoutMs: 90_000 },
 } as const;
 
+/**
+ * A send's wait for the gateway's answer: SEND_TIMEOUT_SECONDS (1–600), else the default. Past it
+ * the outcome is unknown and is settled later, never by sending again (send/idempotency.ts).
+ */
+export function sendBudget(env: Env): { waitMs: number; timeoutMs: number } {
+  const seconds = Number(env.SEND_TIMEOUT_SECONDS);
+  const valid = Number.isInteger(seconds) && seconds >= 1 && seconds <= 600;
+  return { waitMs: COMMAND_BUDGET.send.waitMs, timeoutMs: valid ? seconds * 1000 : COMMAND_BUDGET.send.timeoutMs };
+}
+
 const POLL_MS = 250;
 
 /** An answer across Durable Object RPC: errors are returned, not thrown (thrown ones are logged as uncaught). */
-export type CommandAnswer<T> = { ok: true; value: T } | { ok: false; kind: ErrorKind; detail: string };
+export type CommandAnswer<T> =
+  | { ok: true; value: T }
+  | { ok: false; kind: ErrorKind; detail: string; outcome_unknown?: boolean };
 
 export async function answerOf<T>(work: () => Promise<T>): Promise<CommandAnswer<T>> {
   try {
     return { ok: true, value: await work() };
   } catch (err) {
+    if (err instanceof OutcomeUnknown) return { ok: false, kind: err.kind, detail: err.detail, outcome_unknown: true };
     if (err instanceof ApiError) return { ok: false, kind: err.kind, detail: err.detail };
     console.error('account command failed:', err instanceof Error ? err.stack : String(err));
     return {
@@ -38,6 +51,7 @@ export async function answerOf<T>(work: () => Promise<T>): Promise<CommandAnswer
 /** The value of an answer, or its error thrown as the ApiError it was. */
 export function unwrap<T>(answer: CommandAnswer<T>): T {
   if (answer.ok) return answer.value;
+  if (answer.outcome_unknown) throw new OutcomeUnknown(answer.detail);
   throw new ApiError(isErrorKind(answer.kind) ? answer.kind : 'unexpected_error', answer.detail);
 }
 

@@ -57,29 +57,33 @@ export function countUpStatements(
   return out;
 }
 
-/** A column of the contact's latest email other than the one bound, inside an UPDATE of `contacts`. */
-const latestOtherEmail = (column: 'e.date_ms' | 'e.date') =>
+/** A column of the contact's latest email outside the set being deleted (?1), inside an UPDATE of `contacts`. */
+const latestRemainingEmail = (column: 'e.date_ms' | 'e.date') =>
   `SELECT ${column} FROM email_participants p JOIN emails e ON e.id = p.email_id
-   WHERE p.account_id = contacts.account_id AND p.address = contacts.identifier AND e.id != ? ORDER BY e.date_ms DESC LIMIT 1`;
+   WHERE p.account_id = contacts.account_id AND p.address = contacts.identifier
+     AND e.id NOT IN (SELECT value FROM json_each(?1)) ORDER BY e.date_ms DESC LIMIT 1`;
+
+/** The contacts these emails name (?1: the email ids as a JSON array). */
+const NAMED = 'SELECT address FROM email_participants WHERE email_id IN (SELECT value FROM json_each(?1))';
 
 /**
- * Before an email's rows go: its contacts count down, take the latest date from what remains, and
- * the ones left at zero are dropped. Must run before its participant rows are deleted.
+ * Before emails' rows go: their contacts count down (once per email naming them), take the latest
+ * date from what remains, and the ones left at zero are dropped. Two statements for any number of
+ * emails; they must run before the participant rows are deleted.
  */
-export function countDownStatements(db: D1Database, accountId: string, emailId: string): D1PreparedStatement[] {
-  return [
-    db
-      .prepare(
-        `UPDATE contacts SET emails_count = emails_count - 1,
-           last_email_ms = COALESCE((${latestOtherEmail('e.date_ms')}), last_email_ms),
-           last_email_at = COALESCE((${latestOtherEmail('e.date')}), last_email_at)
-         WHERE account_id = ? AND identifier IN (SELECT address FROM email_participants WHERE email_id = ?)`,
-      )
-      .bind(emailId, emailId, accountId, emailId),
-    db
-      .prepare(
-        'DELETE FROM contacts WHERE account_id = ? AND emails_count <= 0 AND identifier IN (SELECT address FROM email_participants WHERE email_id = ?)',
-      )
-      .bind(accountId, emailId),
-  ];
+/** The two statements of countDownStatements (?1: the email ids as a JSON array, ?2: the account). */
+export const COUNT_DOWN_SQL = [
+  `UPDATE contacts SET
+     emails_count = emails_count - (SELECT COUNT(DISTINCT p.email_id) FROM email_participants p
+       WHERE p.account_id = contacts.account_id AND p.address = contacts.identifier
+         AND p.email_id IN (SELECT value FROM json_each(?1))),
+     last_email_ms = COALESCE((${latestRemainingEmail('e.date_ms')}), last_email_ms),
+     last_email_at = COALESCE((${latestRemainingEmail('e.date')}), last_email_at)
+   WHERE account_id = ?2 AND identifier IN (${NAMED})`,
+  `DELETE FROM contacts WHERE account_id = ?2 AND emails_count <= 0 AND identifier IN (${NAMED})`,
+] as const;
+
+export function countDownStatements(db: D1Database, accountId: string, emailIds: string[]): D1PreparedStatement[] {
+  const ids = JSON.stringify(emailIds);
+  return COUNT_DOWN_SQL.map((sql) => db.prepare(sql).bind(ids, accountId));
 }

@@ -3,6 +3,7 @@
  * (last_email_ms DESC, identifier). Rows are kept by sync (worker/sync/apply.ts counts up,
  * the account object counts down when an email is deleted); the account's own addresses never enter.
  */
+import { REMOVED_ACCOUNTS } from '../accounts/removed.ts';
 import { z } from 'zod';
 import { parseId } from '../lib/ids.ts';
 import { cursorList, cursorPaging, decodeCursor, type CursorList } from '../lib/paging.ts';
@@ -40,7 +41,7 @@ export async function listContacts(
 ): Promise<CursorList<ReturnType<typeof presentContact>>> {
   const filtersKey = `contacts:account_id=${q.account_id}&q=${q.q ?? ''}`;
   const accountId = parseId('account', q.account_id);
-  const where = ['account_id = ?'];
+  const where = ['account_id = ?', `account_id NOT IN (${REMOVED_ACCOUNTS})`];
   const params: (string | number)[] = [accountId ?? ''];
   if (q.q !== undefined) {
     // Identifiers are stored lower-cased; names are matched on their lower-cased copy (any script).

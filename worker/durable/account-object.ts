@@ -15,7 +15,7 @@ import {
   type GatewayRequest,
 } from '../../common/relay.ts';
 import { ACCOUNT_COLUMNS, presentAccount, type AccountRow } from '../accounts/present.ts';
-import { purgeAccountData } from '../accounts/purge.ts';
+import { purgeStep } from '../accounts/purge.ts';
 import type { Env } from '../env.ts';
 import { dispatchEvents, eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
 import { isoNow } from '../lib/time.ts';
@@ -25,7 +25,7 @@ import { InitialSync } from '../sync/initial-sync.ts';
 import { deleteDueOrphans, nextOrphanDue, ORPHAN_GRACE_MS } from '../sync/orphans.ts';
 import { runChanges } from '../sync/run-changes.ts';
 import type { ChangeResult } from '../sync/state.ts';
-import { answerOf, callHolder, COMMAND_BUDGET, type CommandAnswer } from '../commands/holder.ts';
+import { answerOf, callHolder, COMMAND_BUDGET, sendBudget, type CommandAnswer } from '../commands/holder.ts';
 import { applyModify, planModify, type ModifyWanted } from '../commands/modify.ts';
 import { notFound } from '../lib/errors.ts';
 import { AccountStore } from './account-store.ts';
@@ -125,19 +125,35 @@ export class AccountObject extends DurableObject<Env> {
   }
 
   /**
-   * The account is being removed: forget the sync state and purge its rows from D1 and its blobs
-   * from R2. Returns the gateway that held it, to be told to stop.
+   * The account is being removed (its row is already hidden from the API): forget the sync state
+   * and start the purge, one bounded step per alarm; the last step deletes the row with its
+   * account.remove event. Returns the gateway that held it, to be told to stop. Repeatable.
    */
   async remove(): Promise<string | null> {
     return this.serialize(async () => {
-      const accountId = this.store.meta('account_id');
       const holder = this.dropLease();
       this.store.setMeta('removed', '1');
       this.store.forgetSync();
-      await this.ctx.storage.deleteAlarm();
-      if (accountId) await purgeAccountData(this.env, accountId);
+      await this.ctx.storage.setAlarm(Date.now());
       return holder;
     });
+  }
+
+  /** One step of a removed account's purge; the next follows at once, until the row goes. */
+  private async purgeStep(accountId: string): Promise<void> {
+    if (!(await purgeStep(this.env, accountId))) {
+      await this.ctx.storage.setAlarm(Date.now());
+      return;
+    }
+    const db = this.env.DB;
+    const row = await db
+      .prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`)
+      .bind(accountId)
+      .first<AccountRow>();
+    if (!row) return;
+    const event = newEvent('account.remove', accountId, presentAccount(row));
+    await db.batch([db.prepare('DELETE FROM accounts WHERE id = ?').bind(accountId), eventStatement(db, event)]);
+    this.dispatch([event]);
   }
 
   // ------------------------------------------------------------------ leases
@@ -231,11 +247,15 @@ export class AccountObject extends DurableObject<Env> {
       );
   }
 
-  /** Orphans whose grace ran out (found in D1) are deleted, a bounded step per alarm: email.delete. */
+  /**
+   * A bounded step per alarm: of a removed account's purge, else of the orphans whose grace ran out
+   * (found in D1), deleted with email.delete.
+   */
   override async alarm(): Promise<void> {
     await this.serialize(async () => {
       const accountId = this.store.meta('account_id');
-      if (!accountId || this.store.meta('removed') === '1') return;
+      if (!accountId) return;
+      if (this.store.meta('removed') === '1') return this.purgeStep(accountId);
       this.dispatch(await deleteDueOrphans(this.env, accountId, Date.now()));
       const next = await nextOrphanDue(this.env, accountId);
       if (next !== null) await this.ctx.storage.setAlarm(Math.max(next, Date.now()));
@@ -262,7 +282,7 @@ export class AccountObject extends DurableObject<Env> {
   /** Send a message or save a draft through the gateway holding the account (common/relay.ts `send`). */
   async sendOutgoing(request: Extract<GatewayRequest, { op: 'send' }>): Promise<CommandAnswer<OutgoingResult>> {
     return this.command(async () =>
-      OutgoingResult.parse(await callHolder(this.env, () => this.currentLease(), request, COMMAND_BUDGET.send)),
+      OutgoingResult.parse(await callHolder(this.env, () => this.currentLease(), request, sendBudget(this.env))),
     );
   }
 

@@ -17,13 +17,14 @@ import type { Env } from '../env.ts';
 import { isoNow } from '../lib/time.ts';
 
 /**
- * What a request answered: its result, the gateway's error (kind + detail), or `unavailable` when
- * no gateway answered. Returned, never thrown: errors thrown across RPC are logged as uncaught.
+ * What a request answered: its result, the gateway's error (kind + detail), `unavailable` when it
+ * never reached a gateway, or `unanswered` when it went out but no answer came in time (the gateway
+ * may have carried it out). Returned, never thrown: errors thrown across RPC are logged as uncaught.
  */
 export type GatewayAnswer =
   | { ok: true; result: unknown }
   | { ok: false; kind: GatewayErrorKind; detail: string }
-  | { ok: false; kind: 'unavailable'; detail: string };
+  | { ok: false; kind: 'unavailable' | 'unanswered'; detail: string };
 
 interface SocketInfo {
   gateway_id: string;
@@ -35,6 +36,8 @@ interface Pending {
   request: GatewayRequest;
   /** The socket it was last sent on; null while it waits for a live one. */
   socketId: string | null;
+  /** It went out on a socket at least once: without an answer, its outcome is unknown. */
+  sent: boolean;
   resolve: (answer: GatewayAnswer) => void;
   timer: ReturnType<typeof setTimeout>;
 }
@@ -117,16 +120,16 @@ export class GatewayObject extends DurableObject<Env> {
     if (!this.isConnected()) return { ok: false, kind: 'unavailable', detail: 'the gateway is not connected' };
     const id = crypto.randomUUID();
     const answer = new Promise<GatewayAnswer>((resolve) => {
-      const timer = setTimeout(
-        () =>
-          this.settle(id, {
-            ok: false,
-            kind: 'unavailable',
-            detail: `no answer within ${Math.round(timeoutMs / 1000)} s`,
-          }),
-        timeoutMs,
-      );
-      this.pending.set(id, { request, socketId: null, resolve, timer });
+      const timer = setTimeout(() => {
+        const seconds = Math.round(timeoutMs / 1000);
+        this.settle(
+          id,
+          this.pending.get(id)?.sent
+            ? { ok: false, kind: 'unanswered', detail: `no answer within ${seconds} s` }
+            : { ok: false, kind: 'unavailable', detail: `no gateway connection within ${seconds} s` },
+        );
+      }, timeoutMs);
+      this.pending.set(id, { request, socketId: null, sent: false, resolve, timer });
     });
     this.dispatch(id);
     this.watchdog ??= setInterval(() => this.checkSockets(), DEAD_AFTER_MS / 4);
@@ -185,6 +188,7 @@ export class GatewayObject extends DurableObject<Env> {
     pending.socketId = info(socket).socket_id ?? null;
     try {
       socket.send(JSON.stringify({ type: 'request', id, request: pending.request }));
+      pending.sent = true;
     } catch {
       pending.socketId = null; // closing under us: the next check or socket sends it
     }

@@ -2,6 +2,7 @@
  * GET /emails: filters (DECISIONS.md names) turned into one indexed, keyset-paged query, newest
  * first by (date, id). Ids in filters that are malformed or unknown find nothing (200, empty list).
  */
+import { REMOVED_ACCOUNTS } from '../accounts/removed.ts';
 import { z } from 'zod';
 import { ROLES } from '../folders/present.ts';
 import { invalid } from '../lib/errors.ts';
@@ -77,6 +78,8 @@ export function buildEmailQuery(
     where.push('e.account_id = ?');
     params.push(accountId ?? '');
   }
+  // A removed account's emails leave the API at once; its purge takes a while (accounts/purge.ts).
+  where.push(`e.account_id NOT IN (${REMOVED_ACCOUNTS})`);
   if (options.draftsOnly) where.push('e.is_draft = 1');
   if (q.folder !== undefined) {
     const folderId = parseId('folder', q.folder);

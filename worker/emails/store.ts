@@ -1,4 +1,5 @@
 /** Reading emails back from D1 (and R2, for large bodies) as `EmailRecord`s ready to present. */
+import { REMOVED_ACCOUNTS } from '../accounts/removed.ts';
 import type { Env } from '../env.ts';
 import { chunks, placeholders } from '../lib/sql.ts';
 import type { AttachmentRow, EmailRecord, EmailRow, StoredBodies } from './present.ts';
@@ -68,11 +69,12 @@ async function loadBodies(env: Env, key: string): Promise<StoredBodies> {
 
 /** One email by id (optionally constrained to an account), or null. */
 export async function loadEmail(env: Env, emailId: string, accountId?: string): Promise<EmailRecord | null> {
+  const visible = `account_id NOT IN (${REMOVED_ACCOUNTS})`;
   const row = accountId
-    ? await env.DB.prepare('SELECT * FROM emails WHERE id = ? AND account_id = ?')
+    ? await env.DB.prepare(`SELECT * FROM emails WHERE id = ? AND account_id = ? AND ${visible}`)
         .bind(emailId, accountId)
         .first<EmailRow>()
-    : await env.DB.prepare('SELECT * FROM emails WHERE id = ?').bind(emailId).first<EmailRow>();
+    : await env.DB.prepare(`SELECT * FROM emails WHERE id = ? AND ${visible}`).bind(emailId).first<EmailRow>();
   if (!row) return null;
   const [record] = await loadEmailRecords(env, [row]);
   return record ?? null;

@@ -2,7 +2,7 @@
 import type { GatewayRequest } from '../../common/relay.ts';
 import type { GatewayAnswer } from '../durable/gateway-object.ts';
 import type { Env } from '../env.ts';
-import { ApiError } from '../lib/errors.ts';
+import { ApiError, OutcomeUnknown } from '../lib/errors.ts';
 import { gatewayObject } from '../durable/gateway-stub.ts';
 
 /** How long a gateway may take to answer a request (a login that times out takes ~15 s). */
@@ -20,6 +20,7 @@ export async function callGateway(
   if (answer.ok) return answer.result;
   if (answer.kind === 'unavailable')
     throw new ApiError('provider_error', `The mail gateway could not be reached: ${answer.detail}.`);
+  if (answer.kind === 'unanswered') throw new OutcomeUnknown(`The mail gateway did not answer: ${answer.detail}.`);
   throw new ApiError(answer.kind, answer.detail);
 }
 

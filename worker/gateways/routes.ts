@@ -3,6 +3,7 @@
  * authenticated by an HMAC signature with GATEWAY_SECRET and a one-time nonce (auth.ts), plus the
  * gateway's control WebSocket.
  */
+import { NOT_REMOVED } from '../accounts/removed.ts';
 import { Hono, type Context } from 'hono';
 import type { z } from 'zod';
 import {
@@ -10,6 +11,7 @@ import {
   HeartbeatRequest,
   LEASE_LOST_TYPE,
   LeaseRequest,
+  SendOutcome,
   StatusRequest,
   type HeartbeatResponse,
   type FolderCursor,
@@ -24,7 +26,7 @@ import { verifyGatewayCall } from './auth.ts';
 import { parseId } from '../lib/ids.ts';
 import { parseOrThrow } from '../lib/validation.ts';
 import { chunks, placeholders } from '../lib/sql.ts';
-import { OUTGOING_NAME, outgoingBlobKey } from '../send/outgoing.ts';
+import { OUTGOING_NAME, outgoingBlobKey, settleOutgoing } from '../send/outgoing.ts';
 import { blobKeys } from '../emails/store.ts';
 import { accountObject } from '../durable/account-stub.ts';
 import { gatewayObject } from '../durable/gateway-stub.ts';
@@ -124,7 +126,7 @@ export const gatewayRoutes = new Hono<AppEnv>()
     // Unheld accounts, and accounts this gateway id holds but did not list: the same gateway
     // restarted and lost its memory, so it takes them back now instead of waiting for the lease to lapse.
     const { results } = await c.env.DB.prepare(
-      'SELECT id FROM accounts WHERE lease_expires_ms < ? OR gateway_id = ? ORDER BY lease_expires_ms LIMIT 200',
+      `SELECT id FROM accounts WHERE (lease_expires_ms < ? OR gateway_id = ?) AND ${NOT_REMOVED} ORDER BY lease_expires_ms LIMIT 200`,
     )
       .bind(now, gateway_id)
       .all<{ id: string }>();
@@ -200,6 +202,13 @@ export const gatewayRoutes = new Hono<AppEnv>()
     const object = OUTGOING_NAME.test(name) ? await c.env.BLOBS.get(outgoingBlobKey(accountIdParam(c), name)) : null;
     if (!object) throw new ApiError('not_found', 'No such outgoing message');
     return new Response(object.body, { headers: { 'Content-Type': 'application/json' } });
+  })
+
+  // The late outcome of a send the Worker may have stopped waiting for (send/idempotency.ts).
+  .post('/accounts/:id/outcomes', async (c) => {
+    const { message_id, sent, detail } = await signedBody(c, SendOutcome);
+    await settleOutgoing(c.env.DB, accountIdParam(c), message_id, sent ? 'sent' : 'failed', detail);
+    return c.json({ ok: true });
   })
 
   .post('/accounts/:id/status', async (c) => {

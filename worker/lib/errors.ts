@@ -8,6 +8,7 @@ const KINDS = {
   already_exists: { status: 409, title: 'Already exists' },
   payload_too_large: { status: 413, title: 'Payload too large' },
   provider_rejected: { status: 422, title: 'Rejected by the provider' },
+  idempotency_key_reused: { status: 422, title: 'Idempotency key reused' },
   rate_limited: { status: 429, title: 'Too many requests' },
   unexpected_error: { status: 500, title: 'Unexpected error' },
   provider_error: { status: 502, title: 'Mail provider error' },
@@ -47,6 +48,16 @@ export function errorBody(kind: ErrorKind, detail: string): ErrorBody {
 export function errorResponse(kind: ErrorKind, detail: string, headers: Record<string, string> = {}): Response {
   const body = errorBody(kind, detail);
   return Response.json(body, { status: body.status, headers });
+}
+
+/**
+ * The gateway had the request but no answer came: it may or may not have been carried out. A send
+ * that fails this way must be resolved later, never sent again (send/idempotency.ts).
+ */
+export class OutcomeUnknown extends ApiError {
+  constructor(detail: string) {
+    super('provider_error', detail);
+  }
 }
 
 export const notFound = (what: string) => new ApiError('not_found', `${what} not found`);

@@ -2,22 +2,22 @@ import { Hono } from 'hono';
 import { z } from 'zod';
 import type { AppEnv } from '../env.ts';
 import { AuthIntentBody, connectAccount } from '../accounts/connect.ts';
+import { removeAccount } from '../accounts/remove.ts';
 import { ACCOUNT_COLUMNS, presentAccount, type AccountRow } from '../accounts/present.ts';
-import type { Env } from '../env.ts';
-import { dispatchEvents, eventStatement, newEvent } from '../events/outbox.ts';
-import { notifyGateway } from '../gateways/registry.ts';
 import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { offsetList, offsetPaging } from '../lib/paging.ts';
 import { isoNow } from '../lib/time.ts';
 import { parseJsonBody, parseQuery, singleLine } from '../lib/validation.ts';
-import { accountObject } from '../durable/account-stub.ts';
 import { AccountMetadata } from '../accounts/metadata.ts';
 
 export async function loadAccount(db: D1Database, rawId: string | undefined): Promise<AccountRow> {
   const id = parseId('account', rawId);
   const row = id
-    ? await db.prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`).bind(id).first<AccountRow>()
+    ? await db
+        .prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ? AND removed_at_ms IS NULL`)
+        .bind(id)
+        .first<AccountRow>()
     : null;
   if (!row) throw notFound('Account');
   return row;
@@ -28,15 +28,6 @@ const PatchBody = z.strictObject({
   display_name: singleLine('display_name').pipe(z.string().max(200)).nullable().optional(),
 });
 
-/** Removing an account: stop its sync, purge its data, then drop the row with its event. */
-async function removeAccount(env: Env, row: AccountRow) {
-  const holder = await accountObject(env, row.id).remove();
-  if (holder) await notifyGateway(env, holder, { op: 'release', account_id: row.id });
-  const event = newEvent('account.remove', row.id, presentAccount(row));
-  await env.DB.batch([env.DB.prepare('DELETE FROM accounts WHERE id = ?').bind(row.id), eventStatement(env.DB, event)]);
-  await dispatchEvents(env, [event.id]);
-}
-
 export const authIntent = new Hono<AppEnv>().post('/intent', async (c) =>
   c.json(await connectAccount(c.env, await parseJsonBody(c, AuthIntentBody))),
 );
@@ -45,7 +36,7 @@ export const accounts = new Hono<AppEnv>()
   .get('/', async (c) => {
     const { limit, offset } = parseQuery(c, offsetPaging);
     const { results } = await c.env.DB.prepare(
-      `SELECT ${ACCOUNT_COLUMNS} FROM accounts ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
+      `SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE removed_at_ms IS NULL ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
     )
       .bind(limit + 1, offset)
       .all<AccountRow>();
@@ -67,6 +58,6 @@ export const accounts = new Hono<AppEnv>()
   })
   .delete('/:id', async (c) => {
     const row = await loadAccount(c.env.DB, c.req.param('id'));
-    await removeAccount(c.env, row);
+    await removeAccount(c.env, row.id);
     return c.json({ object: 'AccountDeleted', id: row.id });
   });

@@ -1,5 +1,6 @@
 import { Hono } from 'hono';
 import { z } from 'zod';
+import { REMOVED_ACCOUNTS } from '../accounts/removed.ts';
 import type { AppEnv } from '../env.ts';
 import { presentFolder, type FolderRow } from '../folders/present.ts';
 import { notFound } from '../lib/errors.ts';
@@ -11,7 +12,9 @@ const FolderListQuery = z.object({ account_id: z.string({ error: 'is required' }
 export async function listFolders(db: D1Database, accountId: string | null) {
   const { results } = accountId
     ? await db
-        .prepare('SELECT * FROM folders WHERE account_id = ? ORDER BY provider_id')
+        .prepare(
+          `SELECT * FROM folders WHERE account_id = ? AND account_id NOT IN (${REMOVED_ACCOUNTS}) ORDER BY provider_id`,
+        )
         .bind(accountId)
         .all<FolderRow>()
     : { results: [] as FolderRow[] };
@@ -24,7 +27,7 @@ export async function getFolder(db: D1Database, rawAccountId: string | undefined
   const row =
     accountId && folderId
       ? await db
-          .prepare('SELECT * FROM folders WHERE id = ? AND account_id = ?')
+          .prepare(`SELECT * FROM folders WHERE id = ? AND account_id = ? AND account_id NOT IN (${REMOVED_ACCOUNTS})`)
           .bind(folderId, accountId)
           .first<FolderRow>()
       : null;

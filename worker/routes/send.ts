@@ -2,13 +2,13 @@
 import { Hono, type Context } from 'hono';
 import type { AppEnv } from '../env.ts';
 import { unwrap } from '../commands/holder.ts';
-import { ApiError } from '../lib/errors.ts';
+import { ApiError, OutcomeUnknown } from '../lib/errors.ts';
 import { newId } from '../lib/ids.ts';
 import { isoNow } from '../lib/time.ts';
 import { randomToken } from '../lib/crypto.ts';
 import { composeMessage, readComposeBody } from '../send/compose.ts';
-import { idempotent } from '../send/idempotency.ts';
-import { forgetOutgoing, outgoingBlobKey, recordOutgoing } from '../send/outgoing.ts';
+import { SendUnresolved, idempotent } from '../send/idempotency.ts';
+import { forgetOutgoing, outgoingBlobKey, recordOutgoing, settleOutgoing } from '../send/outgoing.ts';
 import { accountObject } from '../durable/account-stub.ts';
 
 async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
@@ -39,6 +39,22 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
       draft_id: draftId,
       created_at: isoNow(),
     });
+    const answer =
+      mode === 'send'
+        ? {
+            object: 'EmailSent' as const,
+            account_id: account.id,
+            message_id: message.message_id,
+            provider_id: null,
+            tracking_id: tracking?.id ?? null,
+          }
+        : {
+            object: 'DraftCreated' as const,
+            account_id: account.id,
+            draft_id: draftId,
+            message_id: message.message_id,
+            tracking_id: null,
+          };
     try {
       const stub = accountObject(c.env, account.id);
       unwrap(
@@ -51,26 +67,20 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
         }),
       );
     } catch (err) {
-      await forgetOutgoing(c.env.DB, account.id, message.message_id);
-      throw err;
+      // An answer from the gateway (or no gateway at all): nothing went out.
+      if (err instanceof ApiError && !(err instanceof OutcomeUnknown)) {
+        await forgetOutgoing(c.env.DB, account.id, message.message_id);
+        throw err;
+      }
+      // The gateway had it and did not answer, or the account's object failed under us: the
+      // record stays, so a late report or the synced copy settles it (send/idempotency.ts).
+      const reason = err instanceof OutcomeUnknown ? err.detail : 'The account object failed while sending.';
+      throw new SendUnresolved(account.id, message.message_id, answer, reason);
     } finally {
       await c.env.BLOBS.delete(key);
     }
-    return mode === 'send'
-      ? {
-          object: 'EmailSent' as const,
-          account_id: account.id,
-          message_id: message.message_id,
-          provider_id: null,
-          tracking_id: tracking?.id ?? null,
-        }
-      : {
-          object: 'DraftCreated' as const,
-          account_id: account.id,
-          draft_id: draftId,
-          message_id: message.message_id,
-          tracking_id: null,
-        };
+    await settleOutgoing(c.env.DB, account.id, message.message_id, 'sent');
+    return answer;
   });
 }
 

@@ -3,6 +3,7 @@
  * into the message the gateway sends (common/relay.ts OutgoingMessage): sender, reply threading,
  * text alternative, tracking.
  */
+import { NOT_REMOVED } from '../accounts/removed.ts';
 import type { Context } from 'hono';
 import { z } from 'zod';
 import type { OutgoingAddress, OutgoingMessage } from '../../common/relay.ts';
@@ -144,7 +145,7 @@ const fromStored = (a: StoredAddress): OutgoingAddress => ({ address: a.address,
 export async function composeMessage(c: Context<AppEnv>, body: ComposeBody, mode: 'send' | 'draft'): Promise<Composed> {
   const accountId = parseId('account', body.account_id);
   const account = accountId
-    ? await c.env.DB.prepare('SELECT id, email, display_name FROM accounts WHERE id = ?')
+    ? await c.env.DB.prepare(`SELECT id, email, display_name FROM accounts WHERE id = ? AND ${NOT_REMOVED}`)
         .bind(accountId)
         .first<SenderAccount>()
     : null;

@@ -4,6 +4,9 @@
  */
 import { chunks, placeholders } from '../lib/sql.ts';
 
+/** `pending` while the gateway has it without having answered; `sent`; `failed` (nothing went out). */
+export type OutgoingOutcome = 'pending' | 'sent' | 'failed';
+
 export interface OutgoingRecord {
   account_id: string;
   message_id: string;
@@ -17,8 +20,8 @@ export interface OutgoingRecord {
 export async function recordOutgoing(db: D1Database, record: OutgoingRecord): Promise<void> {
   await db
     .prepare(
-      `INSERT INTO outgoing_messages (account_id, message_id, kind, tracking_id, tracking_label, draft_id, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO outgoing_messages (account_id, message_id, kind, tracking_id, tracking_label, draft_id, created_at, outcome)
+       VALUES (?, ?, ?, ?, ?, ?, ?, 'pending')`,
     )
     .bind(
       record.account_id,
@@ -29,6 +32,22 @@ export async function recordOutgoing(db: D1Database, record: OutgoingRecord): Pr
       record.draft_id,
       record.created_at,
     )
+    .run();
+}
+
+/** The outcome of a pending message, once known (the gateway's answer, or its later report). */
+export async function settleOutgoing(
+  db: D1Database,
+  accountId: string,
+  messageId: string,
+  outcome: Exclude<OutgoingOutcome, 'pending'>,
+  detail: string | null = null,
+): Promise<void> {
+  await db
+    .prepare(
+      "UPDATE outgoing_messages SET outcome = ?, outcome_detail = ? WHERE account_id = ? AND message_id = ? AND outcome = 'pending'",
+    )
+    .bind(outcome, detail, accountId, messageId)
     .run();
 }
 

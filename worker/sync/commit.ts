@@ -35,6 +35,18 @@ export async function writeResult(env: Env, result: ChangeResult): Promise<void>
   for (const key of result.unusedStaged) if (!(await blobInUse(env, key))) await env.BLOBS.delete(key);
 }
 
+/** Which of these staged sources are still the raw source of some email, in one query. */
+export async function stagedInUse(env: Env, keys: string[]): Promise<Set<string>> {
+  if (keys.length === 0) return new Set();
+  // The GLOB term repeats the partial index's condition, so SQLite answers from that index.
+  const { results } = await env.DB.prepare(
+    "SELECT DISTINCT raw_key FROM emails WHERE raw_key IN (SELECT value FROM json_each(?)) AND raw_key GLOB '*/staged/*'",
+  )
+    .bind(JSON.stringify([...new Set(keys)]))
+    .all<{ raw_key: string }>();
+  return new Set(results.map((r) => r.raw_key));
+}
+
 /** Whether an email's raw source is this R2 object (staged sources are shared by identical copies). */
 export async function blobInUse(env: Env, key: string, exceptEmailId = ''): Promise<boolean> {
   // The GLOB term repeats the partial index's condition, so SQLite answers from that index.

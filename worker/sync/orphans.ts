@@ -11,7 +11,8 @@ import type { EmailRow } from '../emails/present.ts';
 import { loadEmailRecords } from '../emails/store.ts';
 import type { Env } from '../env.ts';
 import { eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
-import { blobInUse } from './commit.ts';
+import { deleteBlobs, deleteEmailRows } from '../emails/delete.ts';
+import { stagedInUse } from './commit.ts';
 
 /**
  * An email expunged from its last folder waits this long for the other side of a move to arrive.
@@ -20,8 +21,12 @@ import { blobInUse } from './commit.ts';
  */
 export const ORPHAN_GRACE_MS = 10_000;
 
-/** Emails deleted per step: about 10 D1 statements each, well inside one invocation's limits. */
-const STEP = 50;
+/**
+ * Emails deleted per step (one alarm): one D1 statement each (its event) plus a few set-based
+ * statements and lookups, and one R2 call per 1,000 blobs: well inside one invocation's 1,000 D1
+ * queries and 50 subrequests.
+ */
+export const ORPHAN_STEP = 200;
 
 /** When the next orphan of the account is due, or null when there is none. */
 export async function nextOrphanDue(env: Env, accountId: string): Promise<number | null> {
@@ -35,36 +40,39 @@ export async function nextOrphanDue(env: Env, accountId: string): Promise<number
 
 /**
  * Deletes up to one step of the account's due orphans (email.delete or email.draft.delete each, in
- * the batch that deletes the email). Returns the events written.
+ * the batch that deletes the emails). Returns the events written.
  */
 export async function deleteDueOrphans(env: Env, accountId: string, now: number): Promise<OutboxEvent[]> {
   const db = env.DB;
   const { results } = await db
     .prepare(
       `SELECT * FROM emails WHERE account_id = ? AND orphaned_at_ms IS NOT NULL AND orphaned_at_ms <= ?
-       AND NOT EXISTS (SELECT 1 FROM email_folders WHERE email_id = emails.id) LIMIT ${STEP}`,
+       AND NOT EXISTS (SELECT 1 FROM email_folders WHERE email_id = emails.id) LIMIT ${ORPHAN_STEP}`,
     )
     .bind(accountId, now - ORPHAN_GRACE_MS)
     .all<EmailRow>();
-  const events: OutboxEvent[] = [];
-  for (const record of await loadEmailRecords(env, results)) {
-    const { row } = record;
-    const event = newEvent(row.is_draft ? 'email.draft.delete' : 'email.delete', accountId, emailEventData(record));
-    await db.batch([
-      ...countDownStatements(db, accountId, row.id),
-      // Its search index row goes with its email_search row (trigger).
-      db.prepare('DELETE FROM email_search WHERE email_id = ?').bind(row.id),
-      db.prepare('DELETE FROM thread_keys WHERE email_id = ?').bind(row.id),
-      db.prepare('DELETE FROM email_participants WHERE email_id = ?').bind(row.id),
-      db.prepare('DELETE FROM attachments WHERE email_id = ?').bind(row.id),
-      db.prepare('DELETE FROM emails WHERE id = ?').bind(row.id),
-      eventStatement(db, event),
-    ]);
-    events.push(event);
-    // A staged source may be the raw source of an identical copy too.
-    const raw = row.raw_key && !(await blobInUse(env, row.raw_key, row.id)) ? row.raw_key : null;
-    const keys = [raw, row.body_key, ...record.attachments.map((a) => a.blob_key)].filter((k): k is string => !!k);
-    if (keys.length) await env.BLOBS.delete(keys);
-  }
+  if (results.length === 0) return [];
+  const records = await loadEmailRecords(env, results);
+  const events = records.map(({ row, ...rest }) =>
+    newEvent(row.is_draft ? 'email.draft.delete' : 'email.delete', accountId, emailEventData({ row, ...rest })),
+  );
+  const ids = results.map((r) => r.id);
+  await db.batch([
+    ...countDownStatements(db, accountId, ids),
+    ...deleteEmailRows(db, ids),
+    ...events.map((event) => eventStatement(db, event)),
+  ]);
+  // A staged source may be the raw source of an identical copy too: it stays while one uses it.
+  const staged = results.map((r) => r.raw_key).filter((k): k is string => !!k && k.includes('/staged/'));
+  const stillUsed = await stagedInUse(env, staged);
+  const keys = records.flatMap(({ row, attachments }) => [
+    row.raw_key && !stillUsed.has(row.raw_key) ? row.raw_key : null,
+    row.body_key,
+    ...attachments.map((a) => a.blob_key),
+  ]);
+  await deleteBlobs(
+    env.BLOBS,
+    keys.filter((k): k is string => !!k),
+  );
   return events;
 }

@@ -1,4 +1,5 @@
 /** Webhook endpoints: their fields' rules, how a row is stored and how it is shown. */
+import { NOT_REMOVED } from '../accounts/removed.ts';
 import { z } from 'zod';
 import { EVENT_TYPES } from '../events/types.ts';
 import { notFound } from '../lib/errors.ts';
@@ -102,7 +103,7 @@ export async function assertAccountsExist(db: D1Database, accountIds: string[] |
   const malformed = accountIds.find((id) => parseId('account', id) === null);
   if (malformed !== undefined) throw notFound(`Account ${JSON.stringify(malformed)} (account_ids)`);
   const { results } = await db
-    .prepare(`SELECT id FROM accounts WHERE id IN (${placeholders(accountIds.length)})`)
+    .prepare(`SELECT id FROM accounts WHERE id IN (${placeholders(accountIds.length)}) AND ${NOT_REMOVED}`)
     .bind(...accountIds)
     .all<{ id: string }>();
   const found = new Set(results.map((r) => r.id));

@@ -1,0 +1,181 @@
+// End to end: a send whose outcome the Worker does not learn in time is never sent twice. The
+// account's SMTP goes through a proxy that holds the server's replies once the message body has
+// gone through, so the gateway finishes the SMTP transaction after the Worker stopped waiting
+// (SEND_TIMEOUT_SECONDS=3). The client then retries with the same Idempotency-Key.
+import net from 'node:net';
+import type { ImapFlow } from 'imapflow';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { openImap } from '../mailserver/client.ts';
+import { startMailServer, type MailServer } from '../mailserver/mailserver.ts';
+import { connectMailbox } from './connect.ts';
+import { dumpLogsOnFailure, eventually, startService, type Service } from './service.ts';
+
+/** Replies held this long once a connection's client has sent `threshold` bytes (well under nodemailer's socket timeout). */
+const HOLD_MS = 9_000;
+
+interface SlowProxy {
+  port: number;
+  /** Connections whose replies were held. */
+  held: number;
+  close(): void;
+}
+
+/**
+ * A TCP proxy (TLS passes through untouched) that, once the client sent more than `threshold`
+ * bytes on a connection, holds what the server says next for HOLD_MS: the end-of-DATA reply.
+ */
+async function slowProxy(upstreamPort: number, threshold: number): Promise<SlowProxy> {
+  const sockets = new Set<net.Socket>();
+  const proxy: SlowProxy = { port: 0, held: 0, close: () => undefined };
+  const server = net.createServer((client) => {
+    const upstream = net.connect(upstreamPort, '127.0.0.1');
+    sockets.add(client).add(upstream);
+    let sent = 0;
+    let releaseAt = 0;
+    const queue: Buffer[] = [];
+    client.on('data', (chunk: Buffer) => {
+      sent += chunk.length;
+      if (releaseAt === 0 && sent > threshold) {
+        releaseAt = Date.now() + HOLD_MS;
+        proxy.held += 1;
+        setTimeout(() => {
+          for (const part of queue.splice(0)) client.write(part);
+        }, HOLD_MS);
+      }
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      if (Date.now() < releaseAt) queue.push(chunk);
+      else client.write(chunk);
+    });
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', end).on('close', end);
+    upstream.on('error', end).on('close', end);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  proxy.port = (server.address() as net.AddressInfo).port;
+  proxy.close = () => {
+    for (const s of sockets) s.destroy();
+    server.close();
+  };
+  return proxy;
+}
+
+let mail: MailServer;
+let service: Service;
+let proxy: SlowProxy;
+let alice: { id: string; email: string };
+let bobImap: ImapFlow;
+
+async function inBob(subject: string): Promise<number> {
+  const lock = await bobImap.getMailboxLock('INBOX');
+  try {
+    await bobImap.noop();
+    return ((await bobImap.search({ header: { subject } }, { uid: true })) || []).length;
+  } finally {
+    lock.release();
+  }
+}
+
+async function send(body: unknown, key: string) {
+  const res = await fetch(`${service.base}/api/v1/emails`, {
+    method: 'POST',
+    headers: { 'X-API-KEY': service.adminKey, 'Content-Type': 'application/json', 'Idempotency-Key': key },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as any, replayed: res.headers.get('Idempotent-Replayed') };
+}
+
+beforeAll(async () => {
+  mail = await startMailServer();
+  service = await startService({ workerEnv: { SEND_TIMEOUT_SECONDS: '3' } });
+  service.startGateway('gw-outcome', { NODE_EXTRA_CA_CERTS: mail.caFile });
+  // The body of the test message is ~400 KB; logins and envelopes are far below the threshold.
+  proxy = await slowProxy(mail.smtpsPort, 200_000);
+  alice = await connectMailbox(service, mail, 'alice', { smtp_port: proxy.port, smtp_encryption: 'SSL' });
+  bobImap = await openImap(mail, 'bob');
+}, 180_000);
+
+afterAll(async () => {
+  await bobImap?.logout().catch(() => undefined);
+  proxy?.close();
+  await service?.stop();
+  await mail?.stop();
+});
+
+afterEach((ctx) => dumpLogsOnFailure(ctx, service));
+
+describe('a send whose outcome is unknown', () => {
+  it('is sent once: the retry with the same key waits, then gets the first result; the Sent copy is origin api', async () => {
+    const subject = `outcome-${Date.now()}`;
+    const body = {
+      account_id: alice.id,
+      to: [{ identifier: 'bob@example.test' }],
+      subject,
+      body: `<p>${'slow line of text '.repeat(24_000)}</p>`,
+    };
+    const first = await send(body, 'key-slow-1');
+    expect(first.status).toBe(502);
+    expect(first.body.type).toBe('errors/provider_error');
+    expect(first.body.detail).toMatch(/may still go out: do not send it again/);
+    expect(proxy.held).toBe(1);
+
+    // While the gateway is still in the SMTP transaction: nothing is sent again.
+    const early = await send(body, 'key-slow-1');
+    expect(early.status).toBe(409);
+    expect(early.body.type).toBe('errors/already_exists');
+
+    // The gateway finishes; bob gets the message once and the key answers with the first result.
+    await eventually(async () => ((await inBob(subject)) === 1 ? true : null), {
+      what: 'the message in bob INBOX',
+      timeoutMs: 60_000,
+    });
+    const settled = await eventually(
+      async () => {
+        const r = await send(body, 'key-slow-1');
+        return r.status === 200 ? r : null;
+      },
+      { what: 'the retry answering with the first result', timeoutMs: 60_000, intervalMs: 500 },
+    );
+    expect(settled.replayed).toBe('true');
+    expect(settled.body).toMatchObject({ object: 'EmailSent', account_id: alice.id });
+    const messageId: string = settled.body.message_id;
+    expect(messageId).toMatch(/^<.+@.+>$/);
+
+    // The copy in Sent is recognised as this API's send.
+    const sentCopy = await eventually(
+      async () => {
+        const res = await service.api('GET', `/emails?account_id=${alice.id}&folder=SENT&limit=50`);
+        return (res.body as { data: { message_id: string; origin: string }[] }).data.find(
+          (e) => e.message_id === messageId,
+        );
+      },
+      { what: 'the Sent copy', timeoutMs: 60_000 },
+    );
+    expect(sentCopy.origin).toBe('api');
+
+    // Another repeat, and a little time: still one message at bob, and one SMTP transaction held.
+    expect((await send(body, 'key-slow-1')).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(await inBob(subject)).toBe(1);
+    expect(proxy.held).toBe(1);
+  }, 180_000);
+
+  it('refuses the same key with another body: 422', async () => {
+    const body = {
+      account_id: alice.id,
+      to: [{ identifier: 'bob@example.test' }],
+      subject: 'small',
+      body: '<p>hi</p>',
+    };
+    const first = await send(body, 'key-reused');
+    expect(first.status).toBe(200);
+    const other = await send({ ...body, subject: 'another subject' }, 'key-reused');
+    expect(other.status).toBe(422);
+    expect(other.body.type).toBe('errors/idempotency_key_reused');
+    expect(other.body.detail).toMatch(/another body/);
+  }, 60_000);
+});

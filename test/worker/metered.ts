@@ -1,0 +1,86 @@
+/**
+ * Counting what one invocation of an account's object asks of Cloudflare, since `wrangler dev` and
+ * workerd enforce none of the per-invocation limits: D1 queries (each statement of a batch counts)
+ * and subrequests (R2 and queue operations). The object's `env` is swapped for a metered one, so
+ * the real code paths (RPC calls, alarms) are what is counted.
+ */
+import { runInDurableObject } from 'cloudflare:test';
+import type { Env } from '../../worker/env.ts';
+
+/** Cloudflare's limits per invocation: D1 queries (paid plan; 50 on free) and subrequests (free plan). */
+export const LIMITS = { d1: 1000, subrequests: 50 } as const;
+
+export interface Meter {
+  d1: number;
+  subrequests: number;
+  /** The largest counts one invocation reached. */
+  max: { d1: number; subrequests: number };
+  invocations: number;
+}
+
+function countStatement(statement: D1PreparedStatement, meter: Meter): D1PreparedStatement {
+  const bind = statement.bind.bind(statement);
+  statement.bind = (...values: unknown[]) => countStatement(bind(...values), meter);
+  for (const method of ['run', 'all', 'first', 'raw'] as const) {
+    const original = (statement[method] as (...a: unknown[]) => unknown).bind(statement);
+    (statement as unknown as Record<string, unknown>)[method] = (...args: unknown[]) => {
+      meter.d1 += 1;
+      return original(...args);
+    };
+  }
+  return statement;
+}
+
+function counting<T extends object>(target: T, onCall: (name: string, args: unknown[]) => void): T {
+  return new Proxy(target, {
+    get(t, prop) {
+      const value = Reflect.get(t, prop);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        onCall(String(prop), args);
+        return value.apply(t, args);
+      };
+    },
+  });
+}
+
+export function meteredEnv(base: Env, meter: Meter): Env {
+  const db = new Proxy(base.DB, {
+    get(t, prop) {
+      if (prop === 'prepare') return (sql: string) => countStatement(t.prepare(sql), meter);
+      if (prop === 'batch')
+        return (statements: D1PreparedStatement[]) => {
+          meter.d1 += statements.length;
+          return t.batch(statements);
+        };
+      const value = Reflect.get(t, prop);
+      return typeof value === 'function' ? value.bind(t) : value;
+    },
+  });
+  const subrequest = () => {
+    meter.subrequests += 1;
+  };
+  return { ...base, DB: db, BLOBS: counting(base.BLOBS, subrequest), WEBHOOKS: counting(base.WEBHOOKS, subrequest) };
+}
+
+export function newMeter(): Meter {
+  return { d1: 0, subrequests: 0, max: { d1: 0, subrequests: 0 }, invocations: 0 };
+}
+
+/** Swaps the object's env for a metered one (the instance keeps it until it is evicted). */
+export async function meterObject(stub: DurableObjectStub, base: Env, meter: Meter): Promise<void> {
+  await runInDurableObject(stub, (instance) => {
+    (instance as unknown as { env: Env }).env = meteredEnv(base, meter);
+  });
+}
+
+/** Runs one invocation and records its counts. */
+export async function invocation<T>(meter: Meter, work: () => Promise<T>): Promise<T> {
+  meter.d1 = 0;
+  meter.subrequests = 0;
+  const result = await work();
+  meter.invocations += 1;
+  meter.max.d1 = Math.max(meter.max.d1, meter.d1);
+  meter.max.subrequests = Math.max(meter.max.subrequests, meter.subrequests);
+  return result;
+}

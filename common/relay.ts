@@ -117,6 +117,13 @@ export const Change = z.discriminatedUnion('type', [
      * cursor when its INTERNALDATE is inside the window; the cursor itself does not move.
      */
     initial_sync: z.boolean().optional(),
+    /**
+     * Expunges the gateway has seen but not reported yet (it reports a move's arrival first): a
+     * message arriving here that has identical copies is the one leaving one of these places.
+     */
+    vanishing: z
+      .array(z.object({ path: z.string(), uidvalidity: z.number().int(), uids: z.array(z.number().int()) }))
+      .optional(),
   }),
   /** Flags (and Gmail labels) of messages already known. */
   z.object({

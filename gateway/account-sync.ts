@@ -223,6 +223,8 @@ class Session {
   #knownFlags = new Map<string, Map<number, string>>();
   /** Without QRESYNC: the UIDs of the last snapshot, to tell whether something disappeared. */
   #lastSnapshot = new Map<string, Set<number>>();
+  /** Expunges found but held back while other folders are caught up (sent as `vanishing` hints). */
+  #pendingExpunges = new Map<string, { uidvalidity: number; uids: number[] }>();
   #pollTimer: NodeJS.Timeout | undefined;
   /** Calls to the Worker on their way (see `settled`). */
   #inFlight = new Set<Promise<unknown>>();
@@ -497,8 +499,17 @@ class Session {
       return null;
     });
     if (!found) return;
-    // Something was expunged here. If it was moved, its new copy must be reported first.
-    await this.#catchUpOthers(path);
+    // Something was expunged here. If it was moved, its new copy must be reported first, saying
+    // which messages are about to go (the Worker matches an arrival with identical copies to them).
+    const previous = this.#lastSnapshot.get(path);
+    const present = new Set(found.snapshot ?? []);
+    const gone = found.snapshot ? [...(previous ?? [])].filter((uid) => !present.has(uid)) : found.vanished;
+    if (gone.length) this.#pendingExpunges.set(path, { uidvalidity: found.status.uidvalidity, uids: gone });
+    try {
+      await this.#catchUpOthers(path);
+    } finally {
+      this.#pendingExpunges.delete(path);
+    }
     await this.#withFolder(client, path, async () => {
       const status = await this.#statusOf(client, path);
       const lastUid = await this.#fetchNew(client, path, status, this.#baseline(path, status));
@@ -523,7 +534,15 @@ class Session {
     let inFlight: Promise<void> = Promise.resolve();
     const flush = async (final: boolean) => {
       const changes: Change[] = [];
-      if (batch.length) changes.push({ type: 'messages', path, uidvalidity: status.uidvalidity, messages: batch });
+      const vanishing = [...this.#pendingExpunges].map(([from, e]) => ({ path: from, ...e }));
+      if (batch.length)
+        changes.push({
+          type: 'messages',
+          path,
+          uidvalidity: status.uidvalidity,
+          messages: batch,
+          ...(vanishing.length && { vanishing }),
+        });
       if (final)
         changes.push({
           type: 'cursor',

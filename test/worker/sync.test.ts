@@ -195,6 +195,49 @@ describe('applying changes', () => {
     expectError(await api('GET', `/emails/${email.id}`), 404, 'not_found');
   });
 
+  it('moves the right one of two identical copies: the one the gateway says is being expunged', async () => {
+    const account = await leased();
+    const raw = rawMessage({ subject: 'twin' });
+    // Two copies in one folder are two emails.
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(1, raw), messageIn(2, raw)] },
+    ]);
+    const folders = (await api('GET', `/folders?account_id=${account.id}`)).body.data;
+    const folderId = (path: string) => folders.find((f: any) => f.provider_id === path).id;
+    const emails = async () => (await list(`account_id=${account.id}`)).data as { id: string; folder_ids: string[] }[];
+    const ids = await Promise.all(
+      [1, 2].map(
+        async (uid) =>
+          (await env.DB.prepare('SELECT email_id FROM email_folders WHERE folder_id = ? AND uid = ?')
+            .bind(folderId('INBOX'), uid)
+            .first<{ email_id: string }>())!.email_id,
+      ),
+    );
+    expect(new Set(ids).size).toBe(2);
+
+    // The second copy moves first (its arrival is reported before its expunge, naming the place it leaves).
+    for (const [uid, destination] of [
+      [2, 'Archive'],
+      [1, 'Projects'],
+    ] as const) {
+      await account.stub.applyChanges(account.gateway, [
+        {
+          type: 'messages',
+          path: destination,
+          uidvalidity: 1,
+          messages: [messageIn(1, raw)],
+          vanishing: [{ path: 'INBOX', uidvalidity: 1, uids: [uid] }],
+        },
+        { type: 'vanished', path: 'INBOX', uidvalidity: 1, uids: [uid] },
+      ]);
+      await endOrphanGrace(account.stub);
+      const moved = (await emails()).find((e) => e.id === ids[uid - 1]);
+      expect(moved?.folder_ids, `the copy of UID ${uid}`).toEqual([folderId(destination)]);
+    }
+    expect(await emails()).toHaveLength(2);
+    expect((await outbox(account.id)).filter((e) => e.type === 'email.delete')).toEqual([]);
+  });
+
   it('reconciles a snapshot and survives a UIDVALIDITY change without changing ids', async () => {
     const account = await leased();
     const raws = [1, 2, 3].map((i) => rawMessage({ subject: `m${i}` }));

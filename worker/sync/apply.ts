@@ -55,7 +55,10 @@ export class ChangeApplier {
       case 'folders':
         return applyFolders(state, change.folders, { baseline: false });
       case 'messages':
-        return applyMessages(state, change.path, change.uidvalidity, change.messages, change.initial_sync === true);
+        return applyMessages(state, change.path, change.uidvalidity, change.messages, {
+          initial: change.initial_sync === true,
+          vanishing: change.vanishing ?? [],
+        });
       case 'flags':
         return applyFlags(state, change.path, change.uidvalidity, change.updates);
       case 'vanished':

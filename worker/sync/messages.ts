@@ -4,10 +4,12 @@
  * - the email that had this message in this folder under an earlier UIDVALIDITY (a stale
  *   membership) gets its new UID: same id, no event unless its flags changed;
  * - else an email with the same identity that is not in this folder yet gains the folder (a copy,
- *   or the arriving side of a move: it is no longer an orphan), with one email.update;
+ *   or the arriving side of a move: it is no longer an orphan), with one email.update; among
+ *   identical copies, the one a move most likely came from: an orphan, else one whose place the
+ *   gateway says is being expunged (`vanishing`);
  * - else a new email (a second copy in the same folder is a second email), with email.new.
  */
-import type { MessageIn } from '../../common/relay.ts';
+import type { Change, MessageIn } from '../../common/relay.ts';
 import { countUpStatements } from '../contacts/counts.ts';
 import { emailEventData } from '../emails/events.ts';
 import type { AttachmentRow, EmailRecord, EmailRow } from '../emails/present.ts';
@@ -44,13 +46,18 @@ interface Arrival {
   base: string;
 }
 
-/** `initial`: older mail pulled by the initial sync, taken below the cursor when inside its window (the cursor stays). */
+type Vanishing = NonNullable<Extract<Change, { type: 'messages' }>['vanishing']>;
+
+/**
+ * `initial`: older mail pulled by the initial sync, taken below the cursor when inside its window
+ * (the cursor stays). `vanishing`: expunges elsewhere the gateway will report next.
+ */
 export async function applyMessages(
   state: SyncState,
   path: string,
   uidvalidity: number,
   messages: MessageIn[],
-  initial = false,
+  { initial = false, vanishing = [] }: { initial?: boolean; vanishing?: Vanishing } = {},
 ): Promise<ChangeResult> {
   const result = emptyResult();
   const where = target(state, path, uidvalidity);
@@ -107,6 +114,7 @@ export async function applyMessages(
   );
   const now = isoNow();
   const adoptedFlags = new Map<string, FlagState>();
+  const leaving = leavingPlaces(state, vanishing);
   const threader = new Threader(db, state.account.accountId);
 
   for (const arrival of arrivals) {
@@ -115,7 +123,12 @@ export async function applyMessages(
     const siblings = copies.get(arrival.base) ?? [];
     const here = (e: EmailRow) => (placed.get(e.id) ?? []).find((m) => m.folder_id === folder.id);
     const stale = siblings.find((e) => (here(e)?.uid ?? 0) < 0);
-    const elsewhere = stale ? undefined : pickElsewhere(siblings.filter((e) => !here(e)));
+    const elsewhere = stale
+      ? undefined
+      : pickElsewhere(
+          siblings.filter((e) => !here(e)),
+          (e) => (placed.get(e.id) ?? []).some((m) => leaving.has(`${m.folder_id}:${m.uid}`)),
+        );
     const adopted = stale ?? elsewhere;
     if (adopted) {
       const copy = {
@@ -178,9 +191,19 @@ async function stagedSource(state: SyncState, sha256: string): Promise<Uint8Arra
   return new Uint8Array(await object.arrayBuffer());
 }
 
-/** Among copies not in the folder yet, the one a move most likely came from: an orphan first. */
-function pickElsewhere(candidates: EmailRow[]): EmailRow | undefined {
-  return candidates.find((e) => e.orphaned_at_ms != null) ?? candidates[0];
+/** Among copies not in the folder yet, the one a move most likely came from: an orphan, else one leaving its place. */
+function pickElsewhere(candidates: EmailRow[], isLeaving: (e: EmailRow) => boolean): EmailRow | undefined {
+  return candidates.find((e) => e.orphaned_at_ms != null) ?? candidates.find(isLeaving) ?? candidates[0];
+}
+
+/** The (folder id, UID) places of the gateway's `vanishing` hint, under the UIDVALIDITY we know. */
+function leavingPlaces(state: SyncState, vanishing: Vanishing): Set<string> {
+  const places = new Set<string>();
+  for (const { path, uidvalidity, uids } of vanishing) {
+    const where = target(state, path, uidvalidity);
+    if (where) for (const uid of uids) places.add(`${where.folder.id}:${uid}`);
+  }
+  return places;
 }
 
 /** The copy number for one more coexisting copy of a message. */

@@ -485,7 +485,17 @@ class Session {
       // The Worker learns of a new UIDVALIDITY from the folder list: send it before any message under it.
       if (reset) await this.#refreshListing();
       const base = this.#baseline(path, status);
-      const lastUid = await this.#fetchNew(client, path, status, base);
+      // Expunges of this folder heard already (QRESYNC) ride along with its new mail as a hint: a
+      // message that left and came back is then one email, not a second copy.
+      const heard = this.#vanished.get(path);
+      if (heard && heard.uidvalidity === status.uidvalidity && !reset)
+        this.#pendingExpunges.set(path, { uidvalidity: heard.uidvalidity, uids: [...heard.uids] });
+      let lastUid: number;
+      try {
+        lastUid = await this.#fetchNew(client, path, status, base);
+      } finally {
+        this.#pendingExpunges.delete(path);
+      }
       if (lastUid > base.last_uid && notifiedAt !== undefined) {
         this.#log.debug('relayed new mail', {
           path,

@@ -235,6 +235,24 @@ describe('applying changes', () => {
       expect(moved?.folder_ids, `the copy of UID ${uid}`).toEqual([folderId(destination)]);
     }
     expect(await emails()).toHaveLength(2);
+
+    // One of them leaves Archive and comes back under a new UID before its expunge is reported.
+    await account.stub.applyChanges(account.gateway, [
+      {
+        type: 'messages',
+        path: 'Archive',
+        uidvalidity: 1,
+        messages: [messageIn(7, raw)],
+        vanishing: [{ path: 'Archive', uidvalidity: 1, uids: [1] }],
+      },
+      { type: 'vanished', path: 'Archive', uidvalidity: 1, uids: [1] },
+    ]);
+    await endOrphanGrace(account.stub);
+    expect((await emails()).find((e) => e.id === ids[1])?.folder_ids).toEqual([folderId('Archive')]);
+    expect(await emails()).toHaveLength(2);
+    expect((await outbox(account.id)).filter((e) => e.type === 'email.delete' || e.type === 'email.new')).toHaveLength(
+      2,
+    );
     expect((await outbox(account.id)).filter((e) => e.type === 'email.delete')).toEqual([]);
   });
 

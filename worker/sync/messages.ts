@@ -2,7 +2,8 @@
  * Messages that appeared in a folder. Each (folder, UID) becomes exactly one membership of exactly
  * one email:
  * - the email that had this message in this folder under an earlier UIDVALIDITY (a stale
- *   membership) gets its new UID: same id, no event unless its flags changed;
+ *   membership), or under a UID the gateway says is being expunged (it left and came back), gets
+ *   its new UID: same id, no event unless its flags changed;
  * - else an email with the same identity that is not in this folder yet gains the folder (a copy,
  *   or the arriving side of a move: it is no longer an orphan), with one email.update; among
  *   identical copies, the one a move most likely came from: an orphan, else one whose place the
@@ -122,7 +123,11 @@ export async function applyMessages(
     const flags = flagState(message.flags);
     const siblings = copies.get(arrival.base) ?? [];
     const here = (e: EmailRow) => (placed.get(e.id) ?? []).find((m) => m.folder_id === folder.id);
-    const stale = siblings.find((e) => (here(e)?.uid ?? 0) < 0);
+    // Its old place here is stale (a renumbered folder) or being expunged (it left and came back).
+    const stale = siblings.find((e) => {
+      const uid = here(e)?.uid ?? 0;
+      return uid < 0 || leaving.has(`${folder.id}:${uid}`);
+    });
     const elsewhere = stale
       ? undefined
       : pickElsewhere(

@@ -485,11 +485,12 @@ class Session {
       // The Worker learns of a new UIDVALIDITY from the folder list: send it before any message under it.
       if (reset) await this.#refreshListing();
       const base = this.#baseline(path, status);
-      // Expunges of this folder heard already (QRESYNC) ride along with its new mail as a hint: a
-      // message that left and came back is then one email, not a second copy.
-      const heard = this.#vanished.get(path);
-      if (heard && heard.uidvalidity === status.uidvalidity && !reset)
-        this.#pendingExpunges.set(path, { uidvalidity: heard.uidvalidity, uids: [...heard.uids] });
+      // What changed among the messages the Worker knows is read first: expunges found here ride
+      // along with this folder's new mail as a hint (a message that left and came back under a new
+      // UID stays one email, not a second copy).
+      const tail = await this.#readChanges(client, path, { base, lastUid: base.last_uid, status, reset });
+      const gone = this.#gone(path, tail);
+      if (gone.length) this.#pendingExpunges.set(path, { uidvalidity: status.uidvalidity, uids: gone });
       let lastUid: number;
       try {
         lastUid = await this.#fetchNew(client, path, status, base);
@@ -503,18 +504,17 @@ class Session {
           since_notify_ms: Math.round((performance.now() - notifiedAt) * 10) / 10,
         });
       }
-      const tail = await this.#readChanges(client, path, { base, lastUid, status, reset });
-      if (tail.removed) return tail;
+      if (tail.removed) return { tail, gone };
+      // A snapshot covers every UID up to the cursor, the new ones included.
+      if (tail.snapshot && lastUid > base.last_uid) tail.snapshot = await this.#uidsUpTo(client, lastUid);
       await this.#sendTail(path, tail, lastUid);
       return null;
     });
     if (!found) return;
     // Something was expunged here. If it was moved, its new copy must be reported first, saying
     // which messages are about to go (the Worker matches an arrival with identical copies to them).
-    const previous = this.#lastSnapshot.get(path);
-    const present = new Set(found.snapshot ?? []);
-    const gone = found.snapshot ? [...(previous ?? [])].filter((uid) => !present.has(uid)) : found.vanished;
-    if (gone.length) this.#pendingExpunges.set(path, { uidvalidity: found.status.uidvalidity, uids: gone });
+    if (found.gone.length)
+      this.#pendingExpunges.set(path, { uidvalidity: found.tail.status.uidvalidity, uids: found.gone });
     try {
       await this.#catchUpOthers(path);
     } finally {
@@ -523,8 +523,8 @@ class Session {
     await this.#withFolder(client, path, async () => {
       const status = await this.#statusOf(client, path);
       const lastUid = await this.#fetchNew(client, path, status, this.#baseline(path, status));
-      if (found.snapshot) found.snapshot = await this.#uidsUpTo(client, lastUid);
-      await this.#sendTail(path, found, lastUid);
+      if (found.tail.snapshot) found.tail.snapshot = await this.#uidsUpTo(client, lastUid);
+      await this.#sendTail(path, found.tail, lastUid);
     });
   }
 
@@ -593,6 +593,13 @@ class Session {
    * Flag changes and expunges among the messages the baseline already covered. `reset`: the
    * folder's UIDVALIDITY changed, so everything known under the old one is gone.
    */
+  /** The UIDs a pass found expunged: QRESYNC's VANISHED, or what left since this session's last snapshot. */
+  #gone(path: string, tail: PassTail): number[] {
+    if (!tail.snapshot) return tail.vanished;
+    const present = new Set(tail.snapshot);
+    return [...(this.#lastSnapshot.get(path) ?? [])].filter((uid) => !present.has(uid));
+  }
+
   async #readChanges(
     client: ImapFlow,
     path: string,

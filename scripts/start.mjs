@@ -34,9 +34,21 @@ function ensureDevVars() {
   const body = Object.entries(vars)
     .map(([k, v]) => `${k}="${v}"`)
     .join('\n');
-  writeFileSync(devVarsPath, `# Local secrets, written by npm start on first run. Never commit this file.\n${body}\n`, {
-    mode: 0o600,
-  });
+  try {
+    // `wx`: never over an existing file. Several `npm start` at once (the tests) must not rewrite it
+    // under a wrangler already watching it: that reloads the Worker mid-test.
+    writeFileSync(
+      devVarsPath,
+      `# Local secrets, written by npm start on first run. Never commit this file.\n${body}\n`,
+      {
+        mode: 0o600,
+        flag: 'wx',
+      },
+    );
+  } catch (err) {
+    if (err.code === 'EEXIST') return parseVars(readFileSync(devVarsPath, 'utf8'));
+    throw err;
+  }
   console.log(`[start] wrote .dev.vars with fresh secrets. Your admin API key: ${vars.ADMIN_API_KEY}`);
   return vars;
 }

@@ -1,7 +1,8 @@
 // The account object applying a gateway's changes: D1 rows, R2 blobs and outbox events, idempotently.
-import { runDurableObjectAlarm } from 'cloudflare:test';
+import { runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
+import type { AccountObject } from '../../worker/durable/account-object.ts';
 import { newId } from '../../worker/lib/ids.ts';
 import { d1Batches } from '../../worker/sync/commit.ts';
 import { api, expectError } from './helpers.ts';
@@ -254,6 +255,35 @@ describe('applying changes', () => {
       2,
     );
     expect((await outbox(account.id)).filter((e) => e.type === 'email.delete')).toEqual([]);
+  });
+
+  it('records a message that fails, and forgets the failure once it goes through', async () => {
+    const account = await leased();
+    const raw = rawMessage({ subject: 'staged late' });
+    const bytes = new TextEncoder().encode(raw);
+    const sha = [...new Uint8Array(await crypto.subtle.digest('SHA-256', bytes))]
+      .map((b) => b.toString(16).padStart(2, '0'))
+      .join('');
+    const change = {
+      type: 'messages' as const,
+      path: 'INBOX',
+      uidvalidity: 1,
+      messages: [{ ...messageIn(1, raw), raw: '', staged: sha }],
+    };
+    const failures = () =>
+      runInDurableObject(account.stub, (_instance, state) =>
+        state.storage.sql.exec('SELECT uid, attempts FROM failed_messages').toArray(),
+      );
+    // Its staged source is not in R2 yet: the change fails and the failure is counted.
+    // (Called inside the object: a rejection across RPC would be reported as uncaught.)
+    await expect(
+      runInDurableObject(account.stub, (instance: AccountObject) => instance.applyChanges(account.gateway, [change])),
+    ).rejects.toThrow(/staged source/);
+    expect(await failures()).toEqual([{ uid: 1, attempts: 1 }]);
+    await env.BLOBS.put(`accounts/${account.id}/staged/${sha}.eml`, bytes);
+    await account.stub.applyChanges(account.gateway, [change]);
+    expect((await list(`account_id=${account.id}`)).data.map((e: any) => e.subject)).toEqual(['staged late']);
+    expect(await failures()).toEqual([]);
   });
 
   it('reconciles a snapshot and survives a UIDVALIDITY change without changing ids', async () => {

@@ -56,6 +56,9 @@ async function runOne(deps: RunDeps, change: Change): Promise<void> {
   }
   // Progress is recorded only after the change's rows are committed.
   store.saveCursors(applier.cursors);
+  // A message that failed before and went through now is no failure any more.
+  if (change.type === 'messages')
+    for (const message of change.messages) store.clearFailure(change.path, change.uidvalidity, message.uid);
   if (applier.initialSync) store.saveInitialSync(applier.initialSync);
 }
 

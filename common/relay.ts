@@ -174,6 +174,11 @@ export const FolderCursor = z.object({
   /** Every UID up to here has been reported (or was in the folder before the account connected). */
   last_uid: z.number().int().nonnegative(),
   highest_modseq: z.string().nullable(),
+  /**
+   * The folder is being read again after a UIDVALIDITY change: the Worker waits for a `cursor`
+   * change to end it, so the gateway passes over the folder and sends one even when nothing moved.
+   */
+  resync: z.boolean().optional(),
 });
 export type FolderCursor = z.infer<typeof FolderCursor>;
 

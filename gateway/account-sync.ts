@@ -665,6 +665,7 @@ class Session {
     const cursor = this.#cursors.get(path);
     const moved =
       !cursor ||
+      cursor.resync === true ||
       cursor.uidvalidity !== uidvalidity ||
       cursor.last_uid !== lastUid ||
       cursor.highest_modseq !== highest_modseq;
@@ -681,7 +682,9 @@ class Session {
     const behind = folders.filter((f) => {
       if (f.path === except || !this.#listing.has(f.path) || !isSelectable(f)) return false;
       const cursor = this.#cursors.get(f.path);
-      return !cursor || cursor.uidvalidity !== f.uidvalidity || f.uidnext > cursor.last_uid + 1;
+      return (
+        !cursor || cursor.resync === true || cursor.uidvalidity !== f.uidvalidity || f.uidnext > cursor.last_uid + 1
+      );
     });
     this.#log.debug('checking other folders first', { path: except, behind: behind.map((f) => f.path).join(',') });
     await Promise.all(
@@ -778,7 +781,11 @@ class Session {
         last.uidnext !== folder.uidnext ||
         last.highest_modseq !== folder.highest_modseq ||
         last.total !== folder.total;
-      const behind = !cursor || cursor.uidvalidity !== folder.uidvalidity || folder.uidnext > cursor.last_uid + 1;
+      const behind =
+        !cursor ||
+        cursor.resync === true ||
+        cursor.uidvalidity !== folder.uidvalidity ||
+        folder.uidnext > cursor.last_uid + 1;
       if (changed || behind || this.#refused.has(folder.path)) {
         this.#log.debug('poll wakes', { path: folder.path, changed, behind });
         this.#wake(folder.path);

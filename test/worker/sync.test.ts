@@ -257,6 +257,57 @@ describe('applying changes', () => {
     expect((await outbox(account.id)).filter((e) => e.type === 'email.delete')).toEqual([]);
   });
 
+  it('follows a rename onto a path whose folder was just deleted, and a rename whose old path was reused at once', async () => {
+    const base = [folder('INBOX', null, 1, 10), folder('Old', null, 1, 20), folder('Trips', null, 1, 30)];
+    const account = await createSyncedAccount(undefined, base);
+    expect((await account.stub.acquireLease('gw-1')).granted).toBe(true);
+    const apply = (changes: Parameters<typeof account.stub.applyChanges>[1]) =>
+      account.stub.applyChanges('gw-1', changes);
+    await apply([
+      { type: 'messages', path: 'Old', uidvalidity: 20, messages: [messageIn(1, rawMessage({ subject: 'kept 1' }))] },
+      { type: 'messages', path: 'Old', uidvalidity: 20, messages: [messageIn(2, rawMessage({ subject: 'kept 2' }))] },
+    ]);
+    const folders = async () =>
+      Object.fromEntries(
+        ((await api('GET', `/folders?account_id=${account.id}`)).body.data as any[]).map((f) => [f.provider_id, f.id]),
+      );
+    const before = await folders();
+    const emails = async () =>
+      ((await list(`account_id=${account.id}`)).data as any[]).map((e) => [e.subject, e.id, e.folder_ids]).sort();
+    const mail = await emails();
+
+    // Trips deleted, then Old renamed to Trips, both between two listings: Trips carries Old's UIDVALIDITY.
+    await apply([
+      { type: 'folders', folders: [base[0]!, folder('Trips', null, 3, 20)] },
+      { type: 'cursor', path: 'Trips', uidvalidity: 20, last_uid: 2, highest_modseq: '1' },
+    ]);
+    let now = await folders();
+    expect(now).toEqual({ INBOX: before.INBOX, Trips: before.Old });
+    expect(await emails()).toEqual(mail.map(([s, id]) => [s, id, [before.Old]]));
+
+    // Trips renamed to Later and a new Trips created at once: one listing shows both.
+    await apply([
+      { type: 'folders', folders: [base[0]!, folder('Trips', null, 1, 40), folder('Later', null, 3, 20)] },
+      { type: 'cursor', path: 'Trips', uidvalidity: 40, last_uid: 0, highest_modseq: '1' },
+    ]);
+    now = await folders();
+    expect(now.Later).toBe(before.Old);
+    expect(now.Trips).toBeTruthy();
+    expect(now.Trips).not.toBe(before.Old);
+    expect(await emails()).toEqual(mail.map(([s, id]) => [s, id, [before.Old]]));
+    const stale = await env.DB.prepare('SELECT COUNT(*) AS n FROM email_folders WHERE account_id = ? AND uid < 0')
+      .bind(account.id)
+      .first<{ n: number }>();
+    expect(stale!.n).toBe(0);
+    const types = (await outbox(account.id)).map((e) => e.type);
+    expect(types.filter((t) => t.startsWith('email.') && !t.startsWith('email.folder'))).toEqual([
+      'email.new',
+      'email.new',
+    ]);
+    expect(types.filter((t) => t === 'email.folder.delete')).toHaveLength(1);
+    expect(types.filter((t) => t === 'email.folder.create')).toHaveLength(1);
+  });
+
   it('records a message that fails, and forgets the failure once it goes through', async () => {
     const account = await leased();
     const raw = rawMessage({ subject: 'staged late' });

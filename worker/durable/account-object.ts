@@ -81,11 +81,12 @@ export class AccountObject extends DurableObject<Env> {
   }
 
   cursors(): FolderCursor[] {
-    return [...this.store.loadCursors().values()].map(({ path, uidvalidity, last_uid, highest_modseq }) => ({
+    return [...this.store.loadCursors().values()].map(({ path, uidvalidity, last_uid, highest_modseq, resync }) => ({
       path,
       uidvalidity,
       last_uid,
       highest_modseq,
+      ...(resync && { resync: true }),
     }));
   }
 

@@ -3,8 +3,9 @@
  * `fld_` id and its emails whatever the server does, unless the server really deleted it:
  * - a folder whose STATUS failed (UIDVALIDITY 0 in the listing) is left as it is;
  * - a folder missing from one listing is deleted only when the next listing confirms it;
- * - a rename (old path gone, one new path with the same UIDVALIDITY, a value no other folder has)
- *   keeps the folder, its cursor and its emails, and sends one email.folder.update;
+ * - a rename (a folder leaves its path, one path newly carries its UIDVALIDITY, a value no other
+ *   folder has) keeps the folder, its cursor and its emails, and sends one email.folder.update; a
+ *   new folder at the old path, or an old one displaced at the new path, is created or deleted;
  * - a new UIDVALIDITY makes the folder's memberships stale until its re-read finds them again.
  */
 import type { FolderInfo } from '../../common/relay.ts';
@@ -30,7 +31,14 @@ export async function applyFolders(
   const result = emptyResult();
   const db = state.env.DB;
   const now = isoNow();
-  const renamed = followRenames(state, listing);
+  const { renamed, displaced } = followRenames(state, listing);
+  // Paths are unique: a displaced folder goes, and a moved one takes its new path, before any
+  // folder is created at a path one of them held.
+  for (const folder of displaced) await deleteFolder(state, folder, result);
+  for (const path of renamed) {
+    const moved = state.folders.get(path)!;
+    result.statements.push(db.prepare('UPDATE folders SET provider_id = ? WHERE id = ?').bind(path, moved.id));
+  }
   // Parents before children, so parent ids are known.
   const sorted = [...listing].sort(
     (a, b) => a.path.split(a.delimiter ?? '\u0000').length - b.path.split(b.delimiter ?? '\u0000').length,
@@ -107,14 +115,19 @@ export async function applyFolders(
       cursor.missing += 1;
       continue;
     }
-    await detachAll(state, folder, result);
-    result.statements.push(db.prepare('DELETE FROM folders WHERE id = ?').bind(folder.id));
-    addEvent(state, result, 'email.folder.delete', presentFolder(folder));
+    await deleteFolder(state, folder, result);
     state.folders.delete(path);
     state.cursors.delete(path);
     state.initialSync?.folders.delete(path);
   }
   return result;
+}
+
+/** A folder the server deleted: its memberships go (emails left in no folder become orphans), with email.folder.delete. */
+async function deleteFolder(state: SyncState, folder: FolderRow, result: ChangeResult): Promise<void> {
+  await detachAll(state, folder, result);
+  result.statements.push(state.env.DB.prepare('DELETE FROM folders WHERE id = ?').bind(folder.id));
+  addEvent(state, result, 'email.folder.delete', presentFolder(folder));
 }
 
 async function reconcileCursor(
@@ -150,19 +163,32 @@ async function reconcileCursor(
 }
 
 /**
- * Folders renamed on the server: a path that disappeared and exactly one new path carrying its
- * UIDVALIDITY (unambiguous on both sides). The folder row, its cursor and its initial-sync range
- * move to the new path here; the caller writes the row. Returns the new paths.
+ * Folders renamed on the server: a folder that left its path (the path disappeared, or now holds a
+ * folder with another UIDVALIDITY) and exactly one path newly carrying its UIDVALIDITY (unambiguous
+ * on both sides). The folder row, its cursor and its initial-sync range move to the new path here;
+ * the caller writes the row. A folder the move displaces (the destination path held another one,
+ * deleted on the server just before) is returned for the caller to delete; a path left behind that
+ * is still listed holds a new folder, which the caller creates.
  */
-function followRenames(state: SyncState, listing: FolderInfo[]): Set<string> {
+function followRenames(state: SyncState, listing: FolderInfo[]): { renamed: Set<string>; displaced: FolderRow[] } {
   const listed = new Set(listing.map((f) => f.path));
-  const gone = [...state.folders.keys()].filter((path) => !listed.has(path));
-  const arrived = listing.filter((f) => !state.folders.has(f.path) && f.uidvalidity > 0);
+  const knownUidvalidity = (path: string) => state.cursors.get(path)?.uidvalidity ?? 0;
+  // A listed path whose UIDVALIDITY changed: its old folder left, and a new one is there.
+  const replaced = listing.filter(
+    (f) =>
+      f.uidvalidity > 0 &&
+      state.folders.has(f.path) &&
+      knownUidvalidity(f.path) > 0 &&
+      knownUidvalidity(f.path) !== f.uidvalidity,
+  );
+  const gone = [...state.folders.keys()].filter((path) => !listed.has(path)).concat(replaced.map((f) => f.path));
+  const arrived = listing.filter((f) => !state.folders.has(f.path) && f.uidvalidity > 0).concat(replaced);
   const renamed = new Set<string>();
+  const displaced: FolderRow[] = [];
   for (const info of arrived) {
     // A server that gives many folders one UIDVALIDITY says nothing about renames: only a value no
     // other listed folder carries counts, on the new side and on the old side.
-    const from = gone.filter((path) => state.cursors.get(path)?.uidvalidity === info.uidvalidity);
+    const from = gone.filter((path) => path !== info.path && knownUidvalidity(path) === info.uidvalidity);
     const twins = listing.filter((f) => f.uidvalidity === info.uidvalidity);
     if (from.length !== 1 || twins.length !== 1) continue;
     const oldPath = from[0]!;
@@ -170,6 +196,8 @@ function followRenames(state: SyncState, listing: FolderInfo[]): Set<string> {
     const cursor = state.cursors.get(oldPath)!;
     // A renamed folder keeps its UIDs: its UIDNEXT cannot be below what was read of it.
     if (info.uidnext !== 0 && info.uidnext <= cursor.last_uid) continue;
+    const before = state.folders.get(info.path);
+    if (before) displaced.push(before);
     state.folders.delete(oldPath);
     state.cursors.delete(oldPath);
     folder.provider_id = info.path;
@@ -177,6 +205,7 @@ function followRenames(state: SyncState, listing: FolderInfo[]): Set<string> {
     state.folders.set(info.path, folder);
     state.cursors.set(info.path, { ...cursor, path: info.path, missing: 0 });
     const pending = state.initialSync?.folders.get(oldPath);
+    state.initialSync?.folders.delete(info.path);
     if (pending) {
       state.initialSync!.folders.delete(oldPath);
       state.initialSync!.folders.set(info.path, pending);
@@ -184,5 +213,5 @@ function followRenames(state: SyncState, listing: FolderInfo[]): Set<string> {
     gone.splice(gone.indexOf(oldPath), 1);
     renamed.add(info.path);
   }
-  return renamed;
+  return { renamed, displaced };
 }

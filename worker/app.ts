@@ -13,6 +13,7 @@ import { apiKeys } from './routes/api-keys.ts';
 import { accounts, authIntent } from './routes/accounts.ts';
 import { drafts, emails } from './routes/emails.ts';
 import { contacts } from './routes/contacts.ts';
+import { events } from './routes/events.ts';
 import { folders } from './routes/folders.ts';
 import { accountScoped } from './routes/account-scoped.ts';
 import { MAX_INTERNAL_BODY_BYTES, requireSignatureHeader } from './gateways/auth.ts';
@@ -61,6 +62,7 @@ export function createApp(): Hono<AppEnv> {
   v1.route('/drafts', saveDraft);
   v1.route('/contacts', contacts);
   v1.route('/webhooks', webhooks);
+  v1.route('/events', events);
   // Last: the account-scoped paths start with a parameter.
   v1.route('/', accountScoped);
   v1.route('/', accountEmailActions);

@@ -137,7 +137,8 @@ export function presentEmailList(rec: EmailRecord, options: { includeHeaders?: b
     object: isDraft ? ('Draft' as const) : ('Email' as const),
     ...common(rec, false),
     ...(isDraft ? { draft_id: row.draft_id } : {}),
-    provider_id: row.provider_id ?? '',
+    // Null when the provider gives none (IMAP); Gmail's X-GM-MSGID otherwise.
+    provider_id: row.provider_id || null,
     message_id: row.message_id ?? '',
     snippet: row.snippet,
     in_reply_to: row.in_reply_to ? { message_id: row.in_reply_to, id: rec.in_reply_to_id } : null,

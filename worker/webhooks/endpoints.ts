@@ -4,7 +4,7 @@ import { EVENT_TYPES } from '../events/types.ts';
 import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { placeholders } from '../lib/sql.ts';
-import { singleLine } from '../lib/validation.ts';
+import { anyCase, singleLine } from '../lib/validation.ts';
 import { openEndpointSecret } from './signing.ts';
 import { webhookUrlProblem } from './url.ts';
 
@@ -51,7 +51,7 @@ function endpointFields(allowPrivateUrls: boolean) {
     }),
     description: z.string().max(500, 'must be at most 500 characters'),
     trigger_events: z
-      .array(z.enum(EVENT_TYPES, { error: (issue) => `unknown event type ${JSON.stringify(issue.input)}` }))
+      .array(anyCase(EVENT_TYPES, (input) => `unknown event type ${JSON.stringify(input)}`))
       .min(1, 'must name at least one event type')
       .transform(unique),
     account_ids: z.array(z.string()).max(100, 'must hold at most 100 account ids').transform(unique),

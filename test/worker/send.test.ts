@@ -113,7 +113,9 @@ describe('POST /emails: validation (nothing reaches a gateway)', () => {
       'secret',
     );
     await named(
-      await api('POST', '/auth/intent', { body: { provider: 'imap', email: 'a@example.com', password: 'p', pass: 'p' } }),
+      await api('POST', '/auth/intent', {
+        body: { provider: 'imap', email: 'a@example.com', password: 'p', pass: 'p' },
+      }),
       'pass',
     );
     // A draft_id naming no saved draft of the account is a 404, before anything is sent.

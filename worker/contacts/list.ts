@@ -5,6 +5,7 @@
  * the account object counts down when an email is deleted); the account's own addresses never enter.
  */
 import { z } from 'zod';
+import type { Contact } from '../schemas/accounts.ts';
 import { parseId } from '../lib/ids.ts';
 import { cursorList, cursorPaging, decodeCursor, type CursorList } from '../lib/paging.ts';
 import { invalid } from '../lib/errors.ts';
@@ -24,7 +25,7 @@ export interface ContactRow {
   last_email_ms: number;
 }
 
-export function presentContact(row: ContactRow) {
+export function presentContact(row: ContactRow): Contact {
   return {
     object: 'Contact' as const,
     account_id: row.account_id,
@@ -35,10 +36,7 @@ export function presentContact(row: ContactRow) {
   };
 }
 
-export async function listContacts(
-  db: D1Database,
-  q: ContactListQuery,
-): Promise<CursorList<ReturnType<typeof presentContact>>> {
+export async function listContacts(db: D1Database, q: ContactListQuery): Promise<CursorList<Contact>> {
   const filtersKey = `contacts:account_id=${q.account_id ?? ''}&q=${q.q ?? ''}`;
   const where: string[] = [];
   const params: (string | number)[] = [];

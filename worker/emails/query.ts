@@ -3,7 +3,7 @@
  * first by (date, id). Ids in filters that are malformed or unknown find nothing (200, empty list).
  */
 import { z } from 'zod';
-import { ROLES } from '../folders/present.ts';
+import { ROLES } from '../schemas/folders.ts';
 import { invalid } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { cursorPaging, decodeCursor } from '../lib/paging.ts';

@@ -50,7 +50,8 @@ export function intParam(min: number, max = Number.MAX_SAFE_INTEGER) {
     .string()
     .regex(/^-?\d+$/, `must be an integer ${range}`)
     .transform(Number)
-    .pipe(z.number().int().min(min, `must be an integer ${range}`).max(max, `must be an integer ${range}`));
+    .pipe(z.number().int().min(min, `must be an integer ${range}`).max(max, `must be an integer ${range}`))
+    .meta({ type: 'integer', minimum: min, ...(max === Number.MAX_SAFE_INTEGER ? {} : { maximum: max }) });
 }
 
 /**
@@ -81,7 +82,8 @@ export const boolParam = anyCase(['true', 'false'], 'must be true or false').tra
 export const instantParam = z
   .string()
   .refine((v) => /^\d{4}-\d{2}-\d{2}/.test(v) && !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 timestamp')
-  .transform((v) => Date.parse(v));
+  .transform((v) => Date.parse(v))
+  .meta({ format: 'date-time' });
 
 /** Strings that end up in mail headers or logs: no CR, LF or NUL. */
 export const singleLine = (label = 'value') =>

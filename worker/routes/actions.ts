@@ -8,7 +8,7 @@ import { z } from 'zod';
 import type { AppEnv } from '../env.ts';
 import { unwrap } from '../commands/holder.ts';
 import type { ModifyWanted } from '../commands/modify.ts';
-import { ROLES } from '../folders/present.ts';
+import { ROLES } from '../schemas/folders.ts';
 import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { parseJsonBody } from '../lib/validation.ts';

@@ -1,6 +1,7 @@
 /** Webhook endpoints: their fields' rules, how a row is stored and how it is shown. */
 import { z } from 'zod';
-import { EVENT_TYPES } from '../events/types.ts';
+import { EVENT_TYPES, type EventType } from '../events/types.ts';
+import type { WebhookEndpoint } from '../schemas/webhooks.ts';
 import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { placeholders } from '../lib/sql.ts';
@@ -119,13 +120,13 @@ export async function loadEndpoint(db: D1Database, rawId: string | undefined): P
   return row;
 }
 
-export async function presentEndpoint(row: EndpointRow, credentialsKey: string) {
+export async function presentEndpoint(row: EndpointRow, credentialsKey: string): Promise<WebhookEndpoint> {
   return {
     object: 'WebhookEndpoint' as const,
     id: row.id,
     url: row.url,
     description: row.description,
-    trigger_events: JSON.parse(row.trigger_events_json) as string[],
+    trigger_events: JSON.parse(row.trigger_events_json) as EventType[],
     account_ids: JSON.parse(row.account_ids_json) as string[],
     headers: JSON.parse(row.headers_json) as EndpointHeader[],
     secret: await openEndpointSecret(credentialsKey, row.id, row.secret),

@@ -87,15 +87,19 @@ export function checkResponse(method: string, url: string, status: number, conte
 export function checkedFetch(inner: typeof fetch = fetch): typeof fetch {
   return async (input, init) => {
     const request = new Request(input, init);
-    const response = await inner(request.clone());
-    const text = await response.clone().text();
-    let body: unknown = text;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      // not JSON
+    const response = await inner(request);
+    const contentType = response.headers.get('content-type');
+    // Only JSON bodies are checked (and read twice); bytes (raw sources, attachments) are left alone.
+    let body: unknown;
+    if (contentType?.includes('application/json')) {
+      const text = await response.clone().text();
+      try {
+        body = JSON.parse(text);
+      } catch {
+        body = text;
+      }
     }
-    checkResponse(request.method, request.url, response.status, response.headers.get('content-type'), body);
+    checkResponse(request.method, request.url, response.status, contentType, body);
     return response;
   };
 }

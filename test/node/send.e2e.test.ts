@@ -25,7 +25,7 @@ const user = (name: string) => mail.users.find((u) => u.user === name)!;
 const pdf = Buffer.from('%PDF-1.4\n% attachment bytes \x00\x01\x02\xff\n' + 'z'.repeat(3000), 'latin1');
 
 async function post(path: string, body: string | FormData, headers: Record<string, string> = {}) {
-  const res = await fetch(`${service.base}/api/v1${path}`, {
+  const res = await service.fetch(`${service.base}/api/v1${path}`, {
     method: 'POST',
     headers: { 'X-API-KEY': service.adminKey, ...headers },
     body,
@@ -293,15 +293,15 @@ describe('sending', () => {
 
     const sent = await emailBySubject('tracked 1');
     expect(sent).toMatchObject({ origin: 'api', tracking_id: res.body.tracking_id });
-    expect((await fetch(pixel, { headers: { 'User-Agent': 'MailReader/1' } })).headers.get('content-type')).toBe(
-      'image/gif',
-    );
-    const click = await fetch(link, { redirect: 'manual' });
+    expect(
+      (await service.fetch(pixel, { headers: { 'User-Agent': 'MailReader/1' } })).headers.get('content-type'),
+    ).toBe('image/gif');
+    const click = await service.fetch(link, { redirect: 'manual' });
     expect(click.status).toBe(302);
     expect(click.headers.get('location')).toBe('https://example.org/offer?id=7');
     const modified = new URL(link);
     modified.searchParams.set('u', 'https://evil.example/');
-    const refused = await fetch(modified, { redirect: 'manual' });
+    const refused = await service.fetch(modified, { redirect: 'manual' });
     expect(refused.status).toBe(404);
     expect(((await refused.json()) as { type: string }).type).toBe('errors/not_found');
 

@@ -248,11 +248,11 @@ describe('webhooks end to end', () => {
     const link = /<a href="([^"]+)"/.exec(html)![1]!.replace(/&amp;/g, '&');
     expect(pixel.startsWith(`${service.base}/t/open/${trackingId}?`)).toBe(true);
     expect(link.startsWith(`${service.base}/t/click/${trackingId}?`)).toBe(true);
-    const opened = await fetch(pixel, { headers: { 'User-Agent': 'HookReader/1.0' } });
+    const opened = await service.fetch(pixel, { headers: { 'User-Agent': 'HookReader/1.0' } });
     expect(opened.status).toBe(200);
     expect(opened.headers.get('content-type')).toBe('image/gif');
     const openCall = await eventually(() => callsOf('tracking.open')[0], { what: 'tracking.open' });
-    const clicked = await fetch(link, { redirect: 'manual', headers: { 'User-Agent': 'HookClicker/2.0' } });
+    const clicked = await service.fetch(link, { redirect: 'manual', headers: { 'User-Agent': 'HookClicker/2.0' } });
     expect(clicked.status).toBe(302);
     expect(clicked.headers.get('location')).toBe('https://example.org/offer?id=7&src=hook');
     const clickCall = await eventually(() => callsOf('tracking.click')[0], { what: 'tracking.click' });

@@ -1984,16 +1984,16 @@ export interface components {
         CreateWebhookEndpointRequest: {
             url: string;
             /** @default  */
-            description: string;
+            description?: string;
             trigger_events: ("email.new" | "email.new.bounce" | "email.update" | "email.delete" | "email.draft.new" | "email.draft.delete" | "email.folder.create" | "email.folder.update" | "email.folder.delete" | "tracking.open" | "tracking.click" | "account.add" | "account.reconnect" | "account.remove" | "account.status.running" | "account.status.errored" | "account.status.disconnected" | "account.initial_sync.running" | "account.initial_sync.completed" | "account.initial_sync.failed")[];
             account_ids?: string[];
             /** @default [] */
-            headers: {
+            headers?: {
                 key: string;
                 value: string;
             }[];
             /** @default true */
-            enabled: boolean;
+            enabled?: boolean;
         };
         UpdateWebhookEndpointRequest: {
             url?: string;

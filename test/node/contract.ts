@@ -83,6 +83,21 @@ export function checkResponse(method: string, url: string, status: number, conte
     );
 }
 
+/** Throws unless `payload` is an Event envelope as the document's `webhooks` describe it (for its type). */
+export function checkEvent(payload: any): void {
+  const name = `#/components/schemas/${String(payload?.type)
+    .split(/[._]/)
+    .map((w) => w[0]!.toUpperCase() + w.slice(1))
+    .join('')}Event`;
+  for (const ref of ['#/components/schemas/Event', name]) {
+    const validate = load().validator(ref);
+    if (!validate(payload))
+      throw new Error(
+        `contract: the ${payload?.type} call does not match ${ref}: ${JSON.stringify(validate.errors?.slice(0, 5))}`,
+      );
+  }
+}
+
 /** A fetch that checks every answer against the document (for the typed client and ad-hoc calls). */
 export function checkedFetch(inner: typeof fetch = fetch): typeof fetch {
   return async (input, init) => {

@@ -138,14 +138,14 @@ export async function startService(
     },
     async listEmails(accountId) {
       const out: any[] = [];
-      let cursor: string | null = null;
+      let cursor: string | undefined;
       do {
-        const res: { body: any } = await service.api(
-          'GET',
-          `/emails?account_id=${accountId}&limit=250${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
-        );
-        out.push(...res.body.data);
-        cursor = res.body.cursor;
+        const { data, error } = await service.client.GET('/api/v1/emails', {
+          params: { query: { account_id: accountId, limit: 250, cursor } },
+        });
+        if (!data) throw new Error(`GET /emails: ${JSON.stringify(error)}`);
+        out.push(...data.data);
+        cursor = data.cursor ?? undefined;
       } while (cursor);
       return out;
     },

@@ -13,6 +13,8 @@ import { apiKeys } from './routes/api-keys.ts';
 import { accounts, authIntent } from './routes/accounts.ts';
 import { drafts, emails } from './routes/emails.ts';
 import { contacts } from './routes/contacts.ts';
+import { events } from './routes/events.ts';
+import { openApi } from './routes/openapi.ts';
 import { folders } from './routes/folders.ts';
 import { accountScoped } from './routes/account-scoped.ts';
 import { MAX_INTERNAL_BODY_BYTES, requireSignatureHeader } from './gateways/auth.ts';
@@ -61,11 +63,15 @@ export function createApp(): Hono<AppEnv> {
   v1.route('/drafts', saveDraft);
   v1.route('/contacts', contacts);
   v1.route('/webhooks', webhooks);
+  v1.route('/events', events);
   // Last: the account-scoped paths start with a parameter.
   v1.route('/', accountScoped);
   v1.route('/', accountEmailActions);
   v1.notFound((c) => errorResponse('not_found', `No route for ${c.req.method} ${new URL(c.req.url).pathname}.`));
 
+  // The document and its reference page need no key: registered before the API, whose middleware
+  // never runs for a request these answered.
+  app.route('/api/v1', openApi);
   app.route('/api/v1', v1);
   // The gateway's side door: signed with GATEWAY_SECRET, never reachable with an API key. Unsigned
   // calls are refused before their body is read; bodies are capped (Content-Length, then while streaming).

@@ -95,7 +95,7 @@ describe('messages of any size', () => {
     expect(listed.size).toBeGreaterThanOrEqual(3);
 
     const rawOf = async (id: string) => {
-      const res = await fetch(`${suite.service.base}/api/v1/emails/${id}/raw`, {
+      const res = await suite.service.fetch(`${suite.service.base}/api/v1/emails/${id}/raw`, {
         headers: { 'X-API-KEY': suite.service.adminKey },
       });
       expect(res.status).toBe(200);

@@ -1,6 +1,7 @@
 // End to end: sending, drafts, mailbox actions and tracking against a real Dovecot and Postfix,
 // `npm start` (workerd) and the real gateway. Mailboxes are checked with separate IMAP clients.
 import type { ImapFlow } from 'imapflow';
+import type { Schemas } from '../../client/index.ts';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openImap } from '../mailserver/client.ts';
 import type { MailServer } from '../mailserver/mailserver.ts';
@@ -25,7 +26,7 @@ const user = (name: string) => mail.users.find((u) => u.user === name)!;
 const pdf = Buffer.from('%PDF-1.4\n% attachment bytes \x00\x01\x02\xff\n' + 'z'.repeat(3000), 'latin1');
 
 async function post(path: string, body: string | FormData, headers: Record<string, string> = {}) {
-  const res = await fetch(`${service.base}/api/v1${path}`, {
+  const res = await service.fetch(`${service.base}/api/v1${path}`, {
     method: 'POST',
     headers: { 'X-API-KEY': service.adminKey, ...headers },
     body,
@@ -39,8 +40,11 @@ async function post(path: string, body: string | FormData, headers: Record<strin
   }
   return { status: res.status, body: parsed };
 }
-const sendJson = (body: unknown, headers: Record<string, string> = {}) =>
-  post('/emails', JSON.stringify(body), { 'Content-Type': 'application/json', ...headers });
+/** POST /emails through the typed client. */
+async function sendJson(body: Schemas['SendEmailRequest'], headers: Record<string, string> = {}) {
+  const { data, error, response } = await service.client.POST('/api/v1/emails', { body, headers });
+  return { status: response.status, body: (data ?? error) as any };
+}
 
 /** UIDs in a folder of a mailbox whose Subject contains `subject` (after a NOOP, so the view is current). */
 async function find(client: ImapFlow, folder: string, subject: string): Promise<number[]> {
@@ -98,11 +102,16 @@ const events = (type: string) =>
       type,
     )
     .map((e) => JSON.parse(e.data_json));
-const emailBySubject = (subject: string, filter = '') =>
+type EmailFilters = { role?: Schemas['Role']; folder?: string };
+/** The first email of alice's with this subject (GET /emails through the typed client), once it synced. */
+const emailBySubject = (subject: string, filters: EmailFilters = {}) =>
   eventually(
-    async () =>
-      (await service.api('GET', `/emails?account_id=${alice.id}&subject=${encodeURIComponent(subject)}${filter}`)).body
-        .data[0],
+    async () => {
+      const { data } = await service.client.GET('/api/v1/emails', {
+        params: { query: { account_id: alice.id, subject, ...filters } },
+      });
+      return data?.data[0];
+    },
     { what: `email "${subject}" in the API`, timeoutMs: 30_000, intervalMs: 200 },
   );
 
@@ -164,6 +173,8 @@ describe('sending', () => {
       unread: false,
     });
     expect(synced.body_plain).toContain('Hello Bob');
+    // IMAP gives no provider id: null, never "" (README, issue 13).
+    expect(synced.provider_id).toBeNull();
     const news = events('email.new').filter((e) => e.message_id === res.body.message_id);
     expect(news).toHaveLength(1);
     expect(news[0].origin).toBe('api');
@@ -195,7 +206,7 @@ describe('sending', () => {
       text: 'shall we?',
       messageId: '<lunch-1@example.test>',
     });
-    const original = await emailBySubject('lunch?', '&role=INBOX');
+    const original = await emailBySubject('lunch?', { role: 'INBOX' });
     const res = await sendJson({ account_id: alice.id, reply_to: original.id, body: '<p>yes!</p>' });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     const [uid] = await arrived(bobImap, 'INBOX', 'Re: lunch?');
@@ -238,7 +249,7 @@ describe('sending', () => {
 
   it('refuses bad requests with the right error and sends nothing', async () => {
     const ok = { account_id: alice.id, to: [{ identifier: user('bob').email }], body: '<p>no</p>' };
-    const cases: [unknown, number][] = [
+    const cases: [Schemas['SendEmailRequest'], number][] = [
       [{ ...ok, subject: 'refused 1', custom_headers: [{ name: 'Received', value: 'from x' }] }, 400],
       [
         { ...ok, subject: 'refused 2', custom_headers: [{ name: 'X-Note', value: 'a\r\nBcc: carol@example.test' }] },
@@ -293,15 +304,15 @@ describe('sending', () => {
 
     const sent = await emailBySubject('tracked 1');
     expect(sent).toMatchObject({ origin: 'api', tracking_id: res.body.tracking_id });
-    expect((await fetch(pixel, { headers: { 'User-Agent': 'MailReader/1' } })).headers.get('content-type')).toBe(
-      'image/gif',
-    );
-    const click = await fetch(link, { redirect: 'manual' });
+    expect(
+      (await service.fetch(pixel, { headers: { 'User-Agent': 'MailReader/1' } })).headers.get('content-type'),
+    ).toBe('image/gif');
+    const click = await service.fetch(link, { redirect: 'manual' });
     expect(click.status).toBe(302);
     expect(click.headers.get('location')).toBe('https://example.org/offer?id=7');
     const modified = new URL(link);
     modified.searchParams.set('u', 'https://evil.example/');
-    const refused = await fetch(modified, { redirect: 'manual' });
+    const refused = await service.fetch(modified, { redirect: 'manual' });
     expect(refused.status).toBe(404);
     expect(((await refused.json()) as { type: string }).type).toBe('errors/not_found');
 
@@ -350,10 +361,74 @@ describe('sending', () => {
   });
 });
 
+describe('sending a saved draft (draft_id)', () => {
+  it("sends the draft's recipients, body and attachment with the request's subject, then removes it: email.draft.delete", async () => {
+    const saved = await service.client.POST('/api/v1/drafts', {
+      body: {
+        account_id: alice.id,
+        to: [{ identifier: user('bob').email, display_name: 'Bob B' }],
+        subject: 'draft to send',
+        body: '<p>the body written in the draft</p>',
+        attachments: [{ name: 'plan.pdf', content_type: 'application/pdf', content: pdf.toString('base64') }],
+      },
+    });
+    expect(saved.response.status, JSON.stringify(saved.error)).toBe(200);
+    const draftId = saved.data!.draft_id;
+    const [draftUid] = await arrived(aliceImap, 'Drafts', 'draft to send');
+    const draft = await eventually(
+      async () => {
+        const { data } = await service.client.GET('/api/v1/drafts', { params: { query: { account_id: alice.id } } });
+        return data?.data.find((d) => d.draft_id === draftId);
+      },
+      { what: 'the draft in GET /drafts' },
+    );
+    expect(draft).toMatchObject({ object: 'Draft', has_attachments: true, provider_id: null });
+
+    // Unknown fields are refused by name, and an unknown draft is a 404: nothing is sent.
+    const typo = await service.client.POST('/api/v1/emails', {
+      body: { account_id: alice.id, draft_id: draftId, tracking_options: { links: true } as never },
+    });
+    expect(typo.response.status).toBe(400);
+    expect(typo.error?.detail).toContain('links');
+    const unknown = await service.client.POST('/api/v1/emails', {
+      body: { account_id: alice.id, draft_id: 'drf_01JD8Z6Q3W4E5R6T7Y8V9K0P1A' },
+    });
+    expect(unknown.response.status).toBe(404);
+
+    const sent = await service.client.POST('/api/v1/emails', {
+      body: { account_id: alice.id, draft_id: draftId, subject: 'draft sent at last' },
+    });
+    expect(sent.response.status, JSON.stringify(sent.error)).toBe(200);
+    const [uid] = await arrived(bobImap, 'INBOX', 'draft sent at last');
+    const raw = await source(bobImap, 'INBOX', uid!);
+    expect(header(raw, 'Message-ID')).toBe(sent.data!.message_id);
+    expect(header(raw, 'To')).toBe(`Bob B <${user('bob').email}>`);
+    expect(raw).toContain('the body written in the draft');
+    const b64 = /filename="?plan\.pdf"?[\s\S]*?\r?\n\r?\n([A-Za-z0-9+/=\r\n]+)/.exec(raw)![1]!;
+    expect(Buffer.from(b64.replace(/\s+/g, ''), 'base64').equals(pdf)).toBe(true);
+
+    // The draft left Drafts, and its email went with email.draft.delete.
+    await eventually(async () => (await find(aliceImap, 'Drafts', 'draft to send')).length === 0, {
+      what: 'the draft to leave Drafts',
+    });
+    expect(await find(aliceImap, 'Drafts', 'draft to send')).not.toContain(draftUid);
+    const gone = await eventually(async () => events('email.draft.delete').find((e) => e.draft_id === draftId), {
+      what: 'email.draft.delete',
+      timeoutMs: 60_000,
+    });
+    expect(gone.id).toBe(draft.id);
+    const { data: drafts } = await service.client.GET('/api/v1/drafts', {
+      params: { query: { account_id: alice.id } },
+    });
+    expect(drafts!.data.map((d) => d.draft_id)).not.toContain(draftId);
+    expect((await emailBySubject('draft sent at last', { role: 'SENT' })).origin).toBe('api');
+  });
+});
+
 describe('mailbox actions', () => {
   it('unread, read, star, move and trash change the real mailbox and keep the id; emptying Trash deletes', async () => {
     await mail.deliver({ from: 'news@remote.test', to: user('alice').email, subject: 'act on me', text: 'act' });
-    const email = await emailBySubject('act on me', '&role=INBOX');
+    const email = await emailBySubject('act on me', { role: 'INBOX' });
     const [inboxUid] = await find(aliceImap, 'INBOX', 'act on me');
     const folders = (await service.api('GET', `/folders?account_id=${alice.id}`)).body.data;
     const archive = folders.find((f: any) => f.role === 'ARCHIVE');
@@ -417,9 +492,40 @@ describe('mailbox actions', () => {
     expect(events('email.delete').map((e) => e.id)).toContain(email.id);
   });
 
+  it('folders take a provider path and role names in any case, like the folder filter', async () => {
+    await mail.deliver({ from: 'ads@remote.test', to: user('alice').email, subject: 'to the junk', text: 'buy' });
+    const email = await emailBySubject('to the junk', { role: 'INBOX' });
+    const folders = (await service.client.GET('/api/v1/folders', { params: { query: { account_id: alice.id } } })).data!
+      .data;
+    const junk = folders.find((f) => f.provider_id === 'Junk')!;
+    const moved = await service.client.PUT('/api/v1/emails/{email_id}', {
+      params: { path: { email_id: email.id } },
+      body: { folders: ['Junk'] },
+    });
+    expect(moved.response.status, JSON.stringify(moved.error)).toBe(200);
+    expect(moved.data!.folders).toEqual([junk.id]);
+    expect(await find(aliceImap, 'Junk', 'to the junk')).toHaveLength(1);
+    const back = await service.client.PUT('/api/v1/emails/{email_id}', {
+      params: { path: { email_id: email.id } },
+      body: { folders: ['inbox'] },
+    });
+    expect(back.response.status, JSON.stringify(back.error)).toBe(200);
+    expect(await find(aliceImap, 'INBOX', 'to the junk')).toHaveLength(1);
+    const missing = await service.client.PUT('/api/v1/emails/{email_id}', {
+      params: { path: { email_id: email.id } },
+      body: { folders: ['No Such Folder'] },
+    });
+    expect(missing.response.status).toBe(404);
+    // The role filter takes any case too.
+    const { data } = await service.client.GET('/api/v1/emails', {
+      params: { query: { account_id: alice.id, role: 'inbox' as 'INBOX' } },
+    });
+    expect(data!.data.map((e) => e.id)).toContain(email.id);
+  });
+
   it('answers 502 within the bound when the gateway is down, changing nothing', { timeout: 60_000 }, async () => {
     await mail.deliver({ from: 'news@remote.test', to: user('alice').email, subject: 'while down', text: 'x' });
-    const email = await emailBySubject('while down', '&role=INBOX');
+    const email = await emailBySubject('while down', { role: 'INBOX' });
     await gateway.kill('SIGKILL');
     const started = Date.now();
     const res = await service.api('POST', `/${alice.id}/emails/${email.id}/read`);

@@ -10,7 +10,9 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
+import { createMailboxClient, type MailboxClient } from '../../client/index.ts';
 import { startMailServer, type MailServer } from '../mailserver/mailserver.ts';
+import { checkedFetch, checkResponse } from './contract.ts';
 import { freePort, waitForHttp } from './helpers.ts';
 
 export interface Service {
@@ -24,8 +26,12 @@ export interface Service {
   gateways: GatewayProcess[];
   /** Start a gateway process; its output goes to the returned log array. */
   startGateway(id?: string, env?: Record<string, string>): GatewayProcess;
-  /** Call the API with the admin key. */
+  /** Call the API with the admin key; every answer is checked against the OpenAPI document. */
   api<T = any>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
+  /** The typed client (client/), with the admin key; its answers are checked against the document too. */
+  client: MailboxClient;
+  /** fetch, with every answer checked against the document (for calls the helpers above do not make). */
+  fetch: typeof fetch;
   /** Every email of an account through GET /emails, following the cursor (pages of 250). */
   listEmails(accountId: string): Promise<any[]>;
   /** Run a read-only query on the local D1 database file. */
@@ -128,18 +134,19 @@ export async function startService(
       } catch {
         // keep text
       }
+      checkResponse(method, `/api/v1${path}`, response.status, response.headers.get('content-type'), parsed);
       return { status: response.status, body: parsed as any };
     },
     async listEmails(accountId) {
       const out: any[] = [];
-      let cursor: string | null = null;
+      let cursor: string | undefined;
       do {
-        const res: { body: any } = await service.api(
-          'GET',
-          `/emails?account_id=${accountId}&limit=250${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
-        );
-        out.push(...res.body.data);
-        cursor = res.body.cursor;
+        const { data, error } = await service.client.GET('/api/v1/emails', {
+          params: { query: { account_id: accountId, limit: 250, cursor } },
+        });
+        if (!data) throw new Error(`GET /emails: ${JSON.stringify(error)}`);
+        out.push(...data.data);
+        cursor = data.cursor ?? undefined;
       } while (cursor);
       return out;
     },
@@ -153,6 +160,8 @@ export async function startService(
       return db.prepare(sql).all(...params) as any[];
     },
     gateways,
+    client: createMailboxClient({ baseUrl: base, apiKey: adminKey, fetch: checkedFetch() }),
+    fetch: checkedFetch(),
     async stop() {
       db?.close();
       await Promise.all(gateways.map((g) => g.kill('SIGKILL')));

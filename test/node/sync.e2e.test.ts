@@ -170,7 +170,7 @@ describe('connecting a mailbox', () => {
       mime: 'application/pdf',
       size: pdf.length,
     });
-    const download = await fetch(
+    const download = await service.fetch(
       `${service.base}/api/v1/emails/${withPdf.id}/attachments/${withPdf.attachments[0].id}`,
       { headers: { 'X-API-KEY': service.adminKey } },
     );
@@ -184,9 +184,12 @@ describe('connecting a mailbox', () => {
       inline: true,
       size: png.length,
     });
-    const pixel = await fetch(`${service.base}/api/v1/emails/${inline.id}/attachments/${inline.attachments[0].id}`, {
-      headers: { 'X-API-KEY': service.adminKey },
-    });
+    const pixel = await service.fetch(
+      `${service.base}/api/v1/emails/${inline.id}/attachments/${inline.attachments[0].id}`,
+      {
+        headers: { 'X-API-KEY': service.adminKey },
+      },
+    );
     expect(Buffer.from(await pixel.arrayBuffer()).equals(png)).toBe(true);
 
     const htmlOnly = emails.find((e) => e.subject === 'html only');
@@ -198,7 +201,7 @@ describe('connecting a mailbox', () => {
     expect(latin.from_attendee.display_name).toBe('Jörg Müller');
     expect(latin.body_plain).toContain('Schöne Grüße aus Köln');
 
-    const raw = await fetch(`${service.base}/api/v1/emails/${five.id}/raw`, {
+    const raw = await service.fetch(`${service.base}/api/v1/emails/${five.id}/raw`, {
       headers: { 'X-API-KEY': service.adminKey },
     });
     expect(raw.headers.get('content-type')).toBe('message/rfc822');

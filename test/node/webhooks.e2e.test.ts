@@ -8,6 +8,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openImap } from '../mailserver/client.ts';
 import type { MailServer } from '../mailserver/mailserver.ts';
 import { mailboxIntent } from './connect.ts';
+import type { Schemas } from '../../client/index.ts';
+import { checkEvent } from './contract.ts';
 import { dumpLogsOnFailure, eventually, startEndToEnd, stopEndToEnd, type Service } from './service.ts';
 
 interface Call {
@@ -70,7 +72,10 @@ beforeAll(async () => {
     req.setEncoding('utf8');
     req.on('data', (chunk) => (body += chunk));
     req.on('end', () => {
-      calls.push({ headers: req.headers, body, json: JSON.parse(body) });
+      const json = JSON.parse(body);
+      // Every call is checked against the document's `webhooks` payload of its type.
+      checkEvent(json);
+      calls.push({ headers: req.headers, body, json });
       res.writeHead(200).end('ok');
     });
   });
@@ -90,34 +95,36 @@ afterAll(async () => {
 
 describe('webhooks end to end', () => {
   it('delivers every event the product emits, signed, once per event', { timeout: 240_000 }, async () => {
-    const created = await service.api('POST', '/webhooks/endpoints', {
-      url: subscriberUrl,
-      description: 'everything',
-      trigger_events: [
-        'email.new',
-        'email.new.bounce',
-        'email.update',
-        'email.delete',
-        'email.draft.new',
-        'email.draft.delete',
-        'email.folder.create',
-        'email.folder.update',
-        'email.folder.delete',
-        'account.add',
-        'account.reconnect',
-        'account.remove',
-        'account.status.running',
-        'account.status.errored',
-        'account.status.disconnected',
-        'tracking.open',
-        'tracking.click',
-        'account.initial_sync.running',
-        'account.initial_sync.completed',
-      ],
-      headers: [{ key: 'X-Team', value: 'mail' }],
+    const created = await service.client.POST('/api/v1/webhooks/endpoints', {
+      body: {
+        url: subscriberUrl,
+        description: 'everything',
+        trigger_events: [
+          'email.new',
+          'email.new.bounce',
+          'email.update',
+          'email.delete',
+          'email.draft.new',
+          'email.draft.delete',
+          'email.folder.create',
+          'email.folder.update',
+          'email.folder.delete',
+          'account.add',
+          'account.reconnect',
+          'account.remove',
+          'account.status.running',
+          'account.status.errored',
+          'account.status.disconnected',
+          'tracking.open',
+          'tracking.click',
+          'account.initial_sync.running',
+          'account.initial_sync.completed',
+        ],
+        headers: [{ key: 'X-Team', value: 'mail' }],
+      },
     });
-    expect(created.status, JSON.stringify(created.body)).toBe(200);
-    endpoint = created.body;
+    expect(created.response.status, JSON.stringify(created.error)).toBe(200);
+    endpoint = created.data!;
     const alice = user('alice');
     const connect = (extra: Record<string, unknown> = {}) => mailboxIntent(mail.info(), 'alice', extra);
     const account = await eventually(
@@ -248,11 +255,11 @@ describe('webhooks end to end', () => {
     const link = /<a href="([^"]+)"/.exec(html)![1]!.replace(/&amp;/g, '&');
     expect(pixel.startsWith(`${service.base}/t/open/${trackingId}?`)).toBe(true);
     expect(link.startsWith(`${service.base}/t/click/${trackingId}?`)).toBe(true);
-    const opened = await fetch(pixel, { headers: { 'User-Agent': 'HookReader/1.0' } });
+    const opened = await service.fetch(pixel, { headers: { 'User-Agent': 'HookReader/1.0' } });
     expect(opened.status).toBe(200);
     expect(opened.headers.get('content-type')).toBe('image/gif');
     const openCall = await eventually(() => callsOf('tracking.open')[0], { what: 'tracking.open' });
-    const clicked = await fetch(link, { redirect: 'manual', headers: { 'User-Agent': 'HookClicker/2.0' } });
+    const clicked = await service.fetch(link, { redirect: 'manual', headers: { 'User-Agent': 'HookClicker/2.0' } });
     expect(clicked.status).toBe(302);
     expect(clicked.headers.get('location')).toBe('https://example.org/offer?id=7&src=hook');
     const clickCall = await eventually(() => callsOf('tracking.click')[0], { what: 'tracking.click' });
@@ -391,11 +398,119 @@ describe('webhooks end to end', () => {
     // Once per event id; every call answered 200, so every conversation is delivered.
     const ids = calls.map((c) => c.json.id);
     expect(new Set(ids).size).toBe(ids.length);
-    const log = await service.api('GET', `/webhooks/conversations?endpoint_id=${endpoint.id}&limit=250`);
-    expect(log.body.data.length).toBe(calls.length);
+    const log = await service.client.GET('/api/v1/webhooks/conversations', {
+      params: { query: { endpoint_id: endpoint.id, limit: 250 } },
+    });
+    expect(log.data!.data.length).toBe(calls.length);
     expect(
-      log.body.data.every((c: any) => c.status === 'delivered' && c.attempts === 1 && c.last_status_code === 200),
+      log.data!.data.every((c) => c.status === 'delivered' && c.attempts === 1 && c.last_status_code === 200),
     ).toBe(true);
+    // The events feed holds the same events with the same ids and envelopes (endpoint_id aside).
+    for (const call of calls.slice(0, 5)) {
+      const { data: event } = await service.client.GET('/api/v1/events/{id}', {
+        params: { path: { id: call.json.id } },
+      });
+      expect({ ...event, endpoint_id: endpoint.id }).toEqual(call.json);
+    }
+  });
+
+  it('a subscriber that was down recovers all 50 events it missed, in order, through GET /events?after=', {
+    timeout: 300_000,
+  }, async () => {
+    const received: any[] = [];
+    const server = createServer((req, res) => {
+      let body = '';
+      req.setEncoding('utf8');
+      req.on('data', (chunk) => (body += chunk));
+      req.on('end', () => {
+        const json = JSON.parse(body);
+        checkEvent(json);
+        received.push(json);
+        res.writeHead(200).end('ok');
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const address = server.address();
+    const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/down-and-up`;
+
+    const carol = await eventually(
+      async () => {
+        const res = await service.client.POST('/api/v1/auth/intent', {
+          body: mailboxIntent(mail.info(), 'carol') as Schemas['AuthIntentRequest'],
+        });
+        return res.data;
+      },
+      { what: 'connecting carol', timeoutMs: 60_000, intervalMs: 500 },
+    );
+    const hook = await service.client.POST('/api/v1/webhooks/endpoints', {
+      body: { url, trigger_events: ['email.new'], account_ids: [carol.id] },
+    });
+    expect(hook.response.status, JSON.stringify(hook.error)).toBe(200);
+    const imap = await openImap(mail.info(), 'carol');
+    const append = (subject: string) =>
+      imap.append(
+        'INBOX',
+        [`From: feed@remote.test`, `To: ${user('carol').email}`, `Subject: ${subject}`, '', subject, ''].join('\r\n'),
+      );
+    try {
+      await append('before the outage');
+      const last = await eventually(() => received.find((e) => e.data.subject === 'before the outage'), {
+        what: 'the last event processed before the outage',
+      });
+
+      // The subscriber goes down (connections refused), and 50 events happen meanwhile.
+      await new Promise<void>((r) => {
+        server.close(() => r());
+        server.closeAllConnections();
+      });
+      const subjects = Array.from({ length: 50 }, (_, i) => `missed ${String(i + 1).padStart(2, '0')}`);
+      for (const subject of subjects) await append(subject);
+      // The service tried each of them and failed: the calls wait for their retries.
+      await eventually(
+        async () => {
+          const { data } = await service.client.GET('/api/v1/webhooks/conversations', {
+            params: { query: { endpoint_id: hook.data!.id, limit: 250 } },
+          });
+          const failed = data!.data.filter((c) => c.status !== 'delivered' && c.attempts >= 1);
+          return failed.length === 50;
+        },
+        { what: '50 failed calls', timeoutMs: 120_000, intervalMs: 500 },
+      );
+      expect(received.filter((e) => e.data.subject.startsWith('missed '))).toEqual([]);
+
+      // Back up: everything after the last event processed, in pages, in order.
+      const recovered: any[] = [];
+      let cursor: string | undefined;
+      do {
+        const { data, error } = await service.client.GET('/api/v1/events', {
+          params: { query: { after: last.id, account_id: carol.id, type: ['email.new'], limit: 20, cursor } },
+        });
+        if (!data) throw new Error(JSON.stringify(error));
+        recovered.push(...data.data);
+        cursor = data.cursor ?? undefined;
+      } while (cursor);
+      expect(recovered.map((e) => (e.data as { subject: string }).subject)).toEqual(subjects);
+      expect(new Set(recovered.map((e) => e.id)).size).toBe(50);
+      expect(recovered.every((e) => e.endpoint_id === null && e.account_id === carol.id)).toBe(true);
+      // The same ids as the calls that failed.
+      const { data: log } = await service.client.GET('/api/v1/webhooks/conversations', {
+        params: { query: { endpoint_id: hook.data!.id, limit: 250 } },
+      });
+      const failedIds = new Set(log!.data.filter((c) => c.status !== 'delivered').map((c) => c.event_id));
+      expect(recovered.every((e) => failedIds.has(e.id))).toBe(true);
+      // Without filters the feed has them too, in the same order, among the other events.
+      const { data: all } = await service.client.GET('/api/v1/events', {
+        params: { query: { after: last.id, limit: 250 } },
+      });
+      const ids = recovered.map((e) => e.id);
+      expect(all!.data.map((e) => e.id).filter((id) => ids.includes(id))).toEqual(ids);
+    } finally {
+      await imap.logout();
+      await service.client.PATCH('/api/v1/webhooks/endpoints/{id}', {
+        params: { path: { id: hook.data!.id } },
+        body: { enabled: false },
+      });
+    }
   });
 
   it('sends nothing to an endpoint whose trigger_events do not match', async () => {

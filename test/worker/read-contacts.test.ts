@@ -126,9 +126,34 @@ describe('GET /contacts', () => {
     ).toEqual(['emile@example.test']);
   });
 
-  it('needs an account; unknown accounts have no contacts', async () => {
-    expectError(await api('GET', '/contacts'), 400, 'invalid_parameters');
+  it('unknown accounts have no contacts', async () => {
     expect((await contacts('account_id=acc_nope')).data).toEqual([]);
     expectError(await api('GET', '/contacts?account_id=acc_nope&limit=0'), 400, 'invalid_parameters');
+  });
+
+  it('without account_id lists every account, each contact once per account, and pages through them', async () => {
+    const a = await readAccount();
+    const b = await readAccount();
+    const identifier = `shared.${a.id.slice(-6).toLowerCase()}@example.test`;
+    const shared = `Shared Person <${identifier}>`;
+    await a.deliver('INBOX', { subject: 'to a', from: shared, to: `Me <${a.email}>`, date: minute(90_000) });
+    await b.deliver('INBOX', { subject: 'to b', from: shared, to: `Me <${b.email}>`, date: minute(90_000) });
+    const all = await contacts(`q=${identifier}`);
+    expect(all.data.map((c: any) => c.account_id).sort()).toEqual([a.id, b.id].sort());
+    expect(all.data.every((c: any) => c.identifier === identifier && c.emails_count === 1)).toBe(true);
+
+    // Paging one at a time over every contact meets each (account, identifier) exactly once.
+    const everything = (await contacts('limit=250')).data.map((c: any) => `${c.account_id} ${c.identifier}`);
+    const paged: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: any = await contacts(`limit=1${cursor ? `&cursor=${cursor}` : ''}`);
+      paged.push(...page.data.map((c: any) => `${c.account_id} ${c.identifier}`));
+      cursor = page.cursor;
+    } while (cursor);
+    expect(paged).toEqual(everything);
+    expect(new Set(paged).size).toBe(paged.length);
+    expect(paged).toContain(`${a.id} ${identifier}`);
+    expect(paged).toContain(`${b.id} ${identifier}`);
   });
 });

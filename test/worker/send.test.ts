@@ -86,6 +86,58 @@ describe('POST /emails: validation (nothing reaches a gateway)', () => {
     expect((await env.BLOBS.list({ prefix: `outgoing/${id}/` })).objects).toEqual([]);
   });
 
+  it('every JSON body refuses unknown fields with a 400 naming them (README, issue 13)', async () => {
+    const { id } = await createSyncedAccount();
+    const ok = { account_id: id, to: [{ identifier: 'bob@example.test' }], subject: 'hi', body: '<p>hi</p>' };
+    const named = async (res: Awaited<ReturnType<typeof api>>, ...fields: string[]) => {
+      const { detail } = expectError(res, 400, 'invalid_parameters');
+      for (const field of fields) expect(detail).toContain(field);
+    };
+    await named(await send({ ...ok, tracking_options: { opens: true, links: true } }), 'tracking_options', 'links');
+    await named(await send({ ...ok, sender: 'x', cc_list: [] }), 'sender', 'cc_list');
+    await named(await send({ ...ok, to: [{ identifier: 'bob@example.test', name: 'Bob' }] }), 'to.0', 'name');
+    await named(await api('POST', '/drafts', { body: { ...ok, priority: 'high' } }), 'priority');
+    await named(await api('POST', '/drafts', { body: { ...ok, draft_id: newId('draft') } }), 'draft_id');
+    const form = new FormData();
+    form.set('account_id', id);
+    form.set('to', JSON.stringify([{ identifier: 'bob@example.test' }]));
+    form.set('tracking', 'yes');
+    await named(await api('POST', '/emails', { rawBody: form }), 'tracking');
+    await named(await api('PUT', `/emails/${newId('email')}`, { body: { unread: true, flagged: true } }), 'flagged');
+    await named(await api('PATCH', `/accounts/${id}`, { body: { metadata: {}, nickname: 'x' } }), 'nickname');
+    await named(await api('POST', '/api-keys', { body: { name: 'k', scope: 'all' } }), 'scope');
+    await named(
+      await api('POST', '/webhooks/endpoints', {
+        body: { url: 'https://hooks.example.com/x', trigger_events: ['email.new'], secret: 'whsec_x' },
+      }),
+      'secret',
+    );
+    await named(
+      await api('POST', '/auth/intent', {
+        body: { provider: 'imap', email: 'a@example.com', password: 'p', pass: 'p' },
+      }),
+      'pass',
+    );
+    // A draft_id naming no saved draft of the account is a 404, before anything is sent.
+    expectError(await send({ ...ok, draft_id: newId('draft') }), 404, 'not_found');
+    expect(await outgoingCount(id)).toBe(0);
+  });
+
+  it('enum-valued fields take any case', async () => {
+    const res = await api('POST', '/webhooks/endpoints', {
+      body: { url: 'https://hooks.example.com/x', trigger_events: ['EMAIL.NEW', 'Email.Update'] },
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.trigger_events).toEqual(['email.new', 'email.update']);
+    expectError(
+      await api('POST', '/webhooks/endpoints', {
+        body: { url: 'https://hooks.example.com/x', trigger_events: ['email.sent'] },
+      }),
+      400,
+      'invalid_parameters',
+    );
+  });
+
   it('refuses bodies over 30 MB with 413', async () => {
     const res = await api('POST', '/emails', {
       rawBody: new Uint8Array(31 * 1024 * 1024),

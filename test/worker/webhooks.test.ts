@@ -512,7 +512,13 @@ describe('the sweep', () => {
       .run();
     const { env: testEnv, sent } = recordingEnv();
 
-    expect(await runSweep(testEnv, clock)).toEqual({ events: 1, retries: 0, idempotency_keys: 1, expired: 0 });
+    expect(await runSweep(testEnv, clock)).toEqual({
+      events: 1,
+      retries: 0,
+      idempotency_keys: 1,
+      expired: 0,
+      events_pruned: 0,
+    });
     expect(sent).toEqual([{ body: { kind: 'event', event_id: lost.id } }]);
     const rows = await env.DB.prepare('SELECT id, enqueued_at FROM events').all<{
       id: string;

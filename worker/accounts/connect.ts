@@ -13,7 +13,7 @@ import { callAnyGateway, notifyGateway } from '../gateways/registry.ts';
 import { ApiError } from '../lib/errors.ts';
 import { newId, parseId } from '../lib/ids.ts';
 import { isoNow } from '../lib/time.ts';
-import { singleLine } from '../lib/validation.ts';
+import { anyCase, singleLine } from '../lib/validation.ts';
 import { sealPasswords } from './credentials.ts';
 import { ACCOUNT_COLUMNS, presentAccount, type AccountRow } from './present.ts';
 import { defaultEncryption, providerDefaults } from './providers.ts';
@@ -29,16 +29,16 @@ const port = z
 const host = singleLine('host').pipe(z.string().trim().min(1, 'must not be empty').max(255));
 
 export const AuthIntentBody = z.strictObject({
-  provider: z.literal('imap', { error: 'must be "imap"' }),
+  provider: anyCase(['imap'], 'must be "imap"'),
   email: z.email('must be an email address').max(320),
   password: z.string().min(1, 'must not be empty').max(1024),
   imap_host: host.optional(),
   imap_port: port.optional(),
-  imap_encryption: Encryption.optional(),
+  imap_encryption: anyCase(Encryption.options).optional(),
   imap_user: singleLine('imap_user').pipe(z.string().min(1).max(320)).optional(),
   smtp_host: host.optional(),
   smtp_port: port.optional(),
-  smtp_encryption: Encryption.optional(),
+  smtp_encryption: anyCase(Encryption.options).optional(),
   smtp_user: singleLine('smtp_user').pipe(z.string().min(1).max(320)).optional(),
   smtp_password: z.string().min(1).max(1024).optional(),
   display_name: singleLine('display_name').pipe(z.string().max(200)).optional(),

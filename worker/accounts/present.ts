@@ -1,4 +1,5 @@
 /** The Account object as the API shows it (DECISIONS.md: Account object). */
+import type { ACCOUNT_STATUSES, Account, INITIAL_SYNC_STATES } from '../schemas/accounts.ts';
 
 export interface AccountRow {
   id: string;
@@ -23,17 +24,17 @@ export const ACCOUNT_COLUMNS =
   'id, provider, email, display_name, user_id, status, is_locked, initial_sync, initial_sync_enable, ' +
   'initial_sync_days, metadata_json, state, created_at, connected_at, last_error';
 
-export function presentAccount(row: AccountRow) {
+export function presentAccount(row: AccountRow): Account {
   return {
     object: 'Account' as const,
     id: row.id,
-    provider: row.provider,
+    provider: 'imap',
     email: row.email,
     display_name: row.display_name,
     user_id: row.user_id,
-    status: row.status,
+    status: row.status as (typeof ACCOUNT_STATUSES)[number],
     is_locked: row.is_locked === 1,
-    initial_sync: row.initial_sync,
+    initial_sync: row.initial_sync as (typeof INITIAL_SYNC_STATES)[number],
     initial_sync_enable: row.initial_sync_enable === 1,
     initial_sync_days: row.initial_sync_days,
     metadata: row.metadata_json ? (JSON.parse(row.metadata_json) as Record<string, unknown>) : {},
@@ -43,5 +44,3 @@ export function presentAccount(row: AccountRow) {
     last_error: row.last_error,
   };
 }
-
-export type Account = ReturnType<typeof presentAccount>;

@@ -122,7 +122,7 @@ export async function applyModify(
   accountId: string,
   plan: ModifyPlan,
   result: ModifyResult,
-): Promise<{ email: ReturnType<typeof presentEmailSingle>; events: OutboxEvent[] }> {
+): Promise<{ email: ReturnType<typeof presentEmailSingle>; events: OutboxEvent[]; orphaned: boolean }> {
   const db = env.DB;
   const before = await loadEmail(env, plan.emailId, accountId);
   if (!before) throw notFound('Email');
@@ -178,10 +178,17 @@ export async function applyModify(
     row.starred !== before.row.starred ||
     row.role !== before.row.role ||
     folderIds.join() !== [...before.folder_ids].sort().join();
-  if (!changed) return { email: presentEmailSingle(before), events: [] };
+  if (!changed) return { email: presentEmailSingle(before), events: [], orphaned: false };
 
   row.updated_at = isoNow();
   const after: EmailRecord = { ...before, row, folder_ids: folderIds };
+  if (folderIds.length === 0) {
+    // Removed from every folder (a sent draft): marked like an expunge seen by the sync; the orphan
+    // step deletes it with email.delete (email.draft.delete for a draft) once its grace ran out.
+    statements.push(db.prepare('UPDATE emails SET orphaned_at_ms = ? WHERE id = ?').bind(Date.now(), row.id));
+    await db.batch(statements);
+    return { email: presentEmailSingle(after), events: [], orphaned: true };
+  }
   const event = newEvent('email.update', accountId, emailEventData(after));
   statements.push(
     db
@@ -190,5 +197,5 @@ export async function applyModify(
     eventStatement(db, event),
   );
   await db.batch(statements);
-  return { email: presentEmailSingle(after), events: [event] };
+  return { email: presentEmailSingle(after), events: [event], orphaned: false };
 }

@@ -306,7 +306,8 @@ export class AccountObject extends DurableObject<Env> {
             ),
           )
         : { uids: [] };
-      const { email, events } = await this.serialize(() => applyModify(this.env, accountId, plan, result));
+      const { email, events, orphaned } = await this.serialize(() => applyModify(this.env, accountId, plan, result));
+      if (orphaned) await this.alarmAt(Date.now() + ORPHAN_GRACE_MS);
       this.dispatch(events);
       return email;
     });

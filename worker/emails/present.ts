@@ -3,6 +3,17 @@
  * webhook payloads) and the single variant (single-email get, thread). Both are built from an
  * `EmailRecord`: the emails row plus its folder ids and attachment rows.
  */
+import type { z } from 'zod';
+import type {
+  Attendee as AttendeeSchema,
+  Email,
+  EmailListItem,
+  TypedAttendee as TypedSchema,
+} from '../schemas/emails.ts';
+import type { Role } from '../schemas/folders.ts';
+
+type Attendee = z.output<typeof AttendeeSchema>;
+type TypedAttendee = z.output<typeof TypedSchema>;
 
 export interface EmailRow {
   id: string;
@@ -84,14 +95,19 @@ export interface EmailRecord {
   in_reply_to_id: string | null;
 }
 
-function attendee(a: StoredAddress, withType: boolean) {
+function attendee(a: StoredAddress, withType: true): TypedAttendee;
+function attendee(a: StoredAddress, withType: false): Attendee;
+function attendee(a: StoredAddress, withType: boolean): Attendee | TypedAttendee {
   return withType
     ? { identifier: a.address, display_name: a.name, identifier_type: 'EMAIL_ADDRESS' }
     : { identifier: a.address, display_name: a.name };
 }
 
-const attendees = (json: string, withType: boolean) =>
-  (JSON.parse(json) as StoredAddress[]).map((a) => attendee(a, withType));
+function attendees<W extends boolean>(json: string, withType: W) {
+  return (JSON.parse(json) as StoredAddress[]).map((a) => attendee(a, withType as never)) as (W extends true
+    ? TypedAttendee
+    : Attendee)[];
+}
 
 function presentAttachment(a: AttachmentRow) {
   return {
@@ -106,7 +122,7 @@ function presentAttachment(a: AttachmentRow) {
 }
 
 /** Fields both variants share. */
-function common(rec: EmailRecord, withType: boolean) {
+function common<W extends boolean>(rec: EmailRecord, withType: W) {
   const { row } = rec;
   const from = row.from_json ? (JSON.parse(row.from_json) as StoredAddress) : { address: '', name: '' };
   return {
@@ -117,7 +133,7 @@ function common(rec: EmailRecord, withType: boolean) {
     subject: row.subject,
     body: rec.bodies?.html ?? row.body_html ?? '',
     body_plain: rec.bodies?.plain ?? row.body_plain ?? '',
-    from_attendee: attendee(from, withType),
+    from_attendee: attendee(from, withType as never) as W extends true ? TypedAttendee : Attendee,
     to_attendees: attendees(row.to_json, withType),
     cc_attendees: attendees(row.cc_json, withType),
     bcc_attendees: attendees(row.bcc_json, withType),
@@ -125,25 +141,26 @@ function common(rec: EmailRecord, withType: boolean) {
     has_attachments: row.has_attachments === 1,
     attachments: rec.attachments.map(presentAttachment),
     folders: rec.folder_ids,
-    origin: row.origin,
+    origin: row.origin as 'api' | 'external',
     tracking_id: row.tracking_id,
   };
 }
 
-export function presentEmailList(rec: EmailRecord, options: { includeHeaders?: boolean } = {}) {
+export function presentEmailList(rec: EmailRecord, options: { includeHeaders?: boolean } = {}): EmailListItem {
   const { row } = rec;
   const isDraft = row.is_draft === 1;
   return {
     object: isDraft ? ('Draft' as const) : ('Email' as const),
     ...common(rec, false),
     ...(isDraft ? { draft_id: row.draft_id } : {}),
-    provider_id: row.provider_id ?? '',
+    // Null when the provider gives none (IMAP); Gmail's X-GM-MSGID otherwise.
+    provider_id: row.provider_id || null,
     message_id: row.message_id ?? '',
     snippet: row.snippet,
     in_reply_to: row.in_reply_to ? { message_id: row.in_reply_to, id: rec.in_reply_to_id } : null,
     references: JSON.parse(row.references_json) as string[],
     folder_ids: rec.folder_ids,
-    role: row.role,
+    role: row.role as Role,
     unread: row.unread === 1,
     starred: row.starred === 1,
     size: row.size,
@@ -151,7 +168,7 @@ export function presentEmailList(rec: EmailRecord, options: { includeHeaders?: b
   };
 }
 
-export function presentEmailSingle(rec: EmailRecord) {
+export function presentEmailSingle(rec: EmailRecord): Email {
   const { row } = rec;
   return {
     object: 'Email' as const,
@@ -162,5 +179,3 @@ export function presentEmailSingle(rec: EmailRecord) {
     is_complete: true,
   };
 }
-
-export type EmailListItem = ReturnType<typeof presentEmailList>;

@@ -4,11 +4,11 @@
  */
 import { REMOVED_ACCOUNTS } from '../accounts/removed.ts';
 import { z } from 'zod';
-import { ROLES } from '../folders/present.ts';
+import { ROLES } from '../schemas/folders.ts';
 import { invalid } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { cursorPaging, decodeCursor } from '../lib/paging.ts';
-import { boolParam, instantParam } from '../lib/validation.ts';
+import { anyCase, boolParam, instantParam } from '../lib/validation.ts';
 import { matchExpression, SEARCH_CONDITION } from './search.ts';
 
 const text = z.string().trim().min(1, 'must not be empty').max(500, 'must be at most 500 characters');
@@ -16,7 +16,7 @@ const text = z.string().trim().min(1, 'must not be empty').max(500, 'must be at 
 export const EmailFilters = z.object({
   account_id: z.string().optional(),
   folder: z.string().min(1, 'must not be empty').optional(),
-  role: z.enum(ROLES, { error: `must be one of ${ROLES.join(', ')}` }).optional(),
+  role: anyCase(ROLES).optional(),
   from: text.optional(),
   to: text.optional(),
   any_email: text.optional(),

@@ -1,5 +1,6 @@
 /** The Folder object (spec: Folder) and how IMAP folders get their roles. */
 import type { FolderInfo } from '../../common/relay.ts';
+import type { Folder, Role } from '../schemas/folders.ts';
 
 export interface FolderRow {
   id: string;
@@ -12,32 +13,18 @@ export interface FolderRow {
   total_count: number;
 }
 
-export function presentFolder(row: FolderRow) {
+export function presentFolder(row: FolderRow): Folder {
   return {
     object: 'Folder' as const,
     id: row.id,
     account_id: row.account_id,
     name: row.name,
-    role: row.role,
+    role: row.role as Role,
     parent_id: row.parent_id,
     total_count: row.total_count,
     provider_id: row.provider_id,
   };
 }
-
-export const ROLES = [
-  'INBOX',
-  'SENT',
-  'DRAFTS',
-  'TRASH',
-  'SPAM',
-  'ARCHIVE',
-  'ALL',
-  'IMPORTANT',
-  'STARRED',
-  'UNKNOWN',
-] as const;
-export type Role = (typeof ROLES)[number];
 
 const SPECIAL_USE_ROLES: Record<string, Role> = {
   '\\inbox': 'INBOX',

@@ -1,6 +1,6 @@
 /** The spec's error shape: {status, type, title, detail}. Every failure the API returns goes through here. */
 
-const KINDS = {
+export const ERROR_KINDS = {
   invalid_parameters: { status: 400, title: 'Invalid parameters' },
   unauthorized: { status: 401, title: 'Unauthorized' },
   invalid_credentials: { status: 401, title: 'Invalid credentials' },
@@ -14,7 +14,7 @@ const KINDS = {
   provider_error: { status: 502, title: 'Mail provider error' },
 } as const;
 
-export type ErrorKind = keyof typeof KINDS;
+export type ErrorKind = keyof typeof ERROR_KINDS;
 
 export interface ErrorBody {
   status: number;
@@ -36,12 +36,12 @@ export class ApiError extends Error {
   }
 
   get status(): number {
-    return KINDS[this.kind].status;
+    return ERROR_KINDS[this.kind].status;
   }
 }
 
 export function errorBody(kind: ErrorKind, detail: string): ErrorBody {
-  const { status, title } = KINDS[kind];
+  const { status, title } = ERROR_KINDS[kind];
   return { status, type: `errors/${kind}`, title, detail };
 }
 
@@ -65,5 +65,5 @@ export const invalid = (detail: string) => new ApiError('invalid_parameters', de
 
 /** Is this a known error kind name (e.g. relayed from the gateway)? */
 export function isErrorKind(value: unknown): value is ErrorKind {
-  return typeof value === 'string' && value in KINDS;
+  return typeof value === 'string' && value in ERROR_KINDS;
 }

@@ -23,7 +23,7 @@ export async function loadAccount(db: D1Database, rawId: string | undefined): Pr
   return row;
 }
 
-const PatchBody = z.strictObject({
+export const PatchAccountBody = z.strictObject({
   metadata: AccountMetadata.optional(),
   display_name: singleLine('display_name').pipe(z.string().max(200)).nullable().optional(),
 });
@@ -45,7 +45,7 @@ export const accounts = new Hono<AppEnv>()
   .get('/:id', async (c) => c.json(presentAccount(await loadAccount(c.env.DB, c.req.param('id')))))
   .patch('/:id', async (c) => {
     const row = await loadAccount(c.env.DB, c.req.param('id'));
-    const body = await parseJsonBody(c, PatchBody);
+    const body = await parseJsonBody(c, PatchAccountBody);
     const updated: AccountRow = {
       ...row,
       metadata_json: body.metadata === undefined ? row.metadata_json : JSON.stringify(body.metadata),

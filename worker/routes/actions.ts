@@ -8,31 +8,45 @@ import { z } from 'zod';
 import type { AppEnv } from '../env.ts';
 import { unwrap } from '../commands/holder.ts';
 import type { ModifyWanted } from '../commands/modify.ts';
-import { ROLES } from '../folders/present.ts';
+import { ROLES } from '../schemas/folders.ts';
 import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { parseJsonBody } from '../lib/validation.ts';
 import { emailFromPath } from './emails.ts';
 import { accountObject } from '../durable/account-stub.ts';
 
-const ModifyBody = z.object({
-  unread: z.boolean().optional(),
-  starred: z.boolean().optional(),
-  folders: z.array(z.string()).min(1, 'folders: give at least one folder (fld_… or a role name)').max(50).optional(),
+export const ModifyBody = z.strictObject({
+  unread: z.boolean().optional().meta({ description: 'true: mark unread; false: mark read (on every copy).' }),
+  starred: z.boolean().optional().meta({ description: 'true: flag (IMAP) or star (Gmail); false: remove it.' }),
+  folders: z
+    .array(z.string().min(1, 'must not be empty'))
+    .min(1, 'give at least one folder (fld_…, a role name or a provider path)')
+    .max(50)
+    .optional()
+    .meta({
+      description:
+        'The complete new folder set: `fld_…` ids, role names (any case) or provider paths (`Junk`, `Work/2024`), like the `folder` filter.',
+    }),
 });
 
-/** Folder ids and role names of the account, as folder ids; 404 for one that does not exist. */
+/**
+ * Folder ids, provider paths and role names of the account (as the `folder` filter takes them), as
+ * folder ids; 404 for one that does not exist. An exact path wins over a role of the same name.
+ */
 async function resolveFolders(c: Context<AppEnv>, accountId: string, names: string[]): Promise<string[]> {
-  const { results } = await c.env.DB.prepare('SELECT id, role FROM folders WHERE account_id = ? ORDER BY provider_id')
+  const { results } = await c.env.DB.prepare(
+    'SELECT id, role, provider_id FROM folders WHERE account_id = ? ORDER BY provider_id',
+  )
     .bind(accountId)
-    .all<{ id: string; role: string }>();
+    .all<{ id: string; role: string; provider_id: string }>();
   const ids = names.map((name) => {
     const upper = name.toUpperCase();
     const folder = parseId('folder', name)
       ? results.find((f) => f.id === name)
-      : (ROLES as readonly string[]).includes(upper) && upper !== 'UNKNOWN'
-        ? results.find((f) => f.role === upper)
-        : undefined;
+      : (results.find((f) => f.provider_id === name) ??
+        ((ROLES as readonly string[]).includes(upper) && upper !== 'UNKNOWN'
+          ? results.find((f) => f.role === upper)
+          : undefined));
     if (!folder) throw notFound(`Folder ${name}`);
     return folder.id;
   });

@@ -1,6 +1,7 @@
 import { Hono } from 'hono';
 import { z } from 'zod';
 import type { AppEnv } from '../env.ts';
+import type { ApiKey } from '../schemas/accounts.ts';
 import { API_KEY_PREFIX, hashApiKey } from '../lib/auth.ts';
 import { randomToken } from '../lib/crypto.ts';
 import { notFound } from '../lib/errors.ts';
@@ -18,17 +19,17 @@ interface ApiKeyRow {
   last_used_at: string | null;
 }
 
-const present = (row: ApiKeyRow) => ({
+const present = (row: ApiKeyRow): ApiKey => ({
   object: 'ApiKey' as const,
   id: row.id,
   name: row.name,
   prefix: row.prefix,
-  role: row.role,
+  role: 'service',
   issued_at: row.issued_at,
   last_used_at: row.last_used_at,
 });
 
-const createBody = z.strictObject({
+export const CreateApiKeyBody = z.strictObject({
   name: z.string().trim().min(1, 'must not be empty').max(100, 'must be at most 100 characters'),
 });
 
@@ -37,7 +38,7 @@ const SHOWN_PREFIX_LENGTH = API_KEY_PREFIX.length + 6;
 
 export const apiKeys = new Hono<AppEnv>()
   .post('/', async (c) => {
-    const { name } = await parseJsonBody(c, createBody);
+    const { name } = await parseJsonBody(c, CreateApiKeyBody);
     const key = randomToken(API_KEY_PREFIX, 30);
     const row: ApiKeyRow = {
       id: newId('apiKey'),

@@ -7,7 +7,7 @@ import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { parseQuery } from '../lib/validation.ts';
 
-const FolderListQuery = z.object({ account_id: z.string({ error: 'is required' }) });
+export const FolderListQuery = z.object({ account_id: z.string({ error: 'is required' }) });
 
 export async function listFolders(db: D1Database, accountId: string | null) {
   const { results } = accountId

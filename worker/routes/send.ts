@@ -2,19 +2,23 @@
 import { Hono, type Context } from 'hono';
 import type { AppEnv } from '../env.ts';
 import { unwrap } from '../commands/holder.ts';
-import { ApiError, OutcomeUnknown } from '../lib/errors.ts';
+import { ApiError, OutcomeUnknown, invalid } from '../lib/errors.ts';
 import { newId } from '../lib/ids.ts';
 import { isoNow } from '../lib/time.ts';
 import { randomToken } from '../lib/crypto.ts';
 import { composeMessage, readComposeBody } from '../send/compose.ts';
+import { draftToSend, removeSentDraft } from '../send/draft.ts';
 import { SendUnresolved, idempotent } from '../send/idempotency.ts';
 import { forgetOutgoing, outgoingBlobKey, recordOutgoing, settleOutgoing } from '../send/outgoing.ts';
 import { accountObject } from '../durable/account-stub.ts';
 
 async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
-  const body = await readComposeBody(c);
-  return idempotent(c, mode === 'send' ? 'POST /emails' : 'POST /drafts', body, async () => {
-    const { account, message, tracking } = await composeMessage(c, body, mode);
+  const request = await readComposeBody(c);
+  const { draft_id: sendDraft } = request;
+  if (sendDraft !== undefined && mode === 'draft') throw invalid('draft_id: only POST /emails sends a saved draft');
+  return idempotent(c, mode === 'send' ? 'POST /emails' : 'POST /drafts', request, async () => {
+    const draft = sendDraft === undefined ? null : await draftToSend(c.env, { ...request, draft_id: sendDraft });
+    const { account, message, tracking } = await composeMessage(c, draft?.body ?? request, mode);
     const role = mode === 'send' ? 'SENT' : 'DRAFTS';
     const folder = await c.env.DB.prepare(
       'SELECT provider_id FROM folders WHERE account_id = ? AND role = ? ORDER BY provider_id LIMIT 1',
@@ -80,6 +84,7 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
       await c.env.BLOBS.delete(key);
     }
     await settleOutgoing(c.env.DB, account.id, message.message_id, 'sent');
+    if (draft) await removeSentDraft(c.env, account.id, draft.emailId);
     return answer;
   });
 }

@@ -8,7 +8,7 @@ import { limitParam } from '../lib/paging.ts';
 import { parseQuery } from '../lib/validation.ts';
 import { emailFromPath } from './emails.ts';
 
-const ThreadQuery = z.object({ limit: limitParam });
+export const ThreadQuery = z.object({ limit: limitParam });
 
 export async function getThread(c: Context<AppEnv>, accountParam: string) {
   const email = await emailFromPath(c, accountParam);

@@ -28,7 +28,7 @@ import { newEndpointSecret, sealEndpointSecret } from '../webhooks/signing.ts';
 
 const allowPrivateUrls = (env: Env) => env.ALLOW_PRIVATE_WEBHOOK_URLS === 'true';
 
-const conversationsQuery = offsetPaging.extend({
+export const ConversationListQuery = offsetPaging.extend({
   endpoint_id: z.string({ error: 'is required: the we_… id of the endpoint whose calls to list' }),
   event_id: z.string().optional(),
 });
@@ -95,7 +95,7 @@ export const webhooks = new Hono<AppEnv>()
     return c.json({ success: true });
   })
   .get('/conversations', async (c) => {
-    const query = parseQuery(c, conversationsQuery);
+    const query = parseQuery(c, ConversationListQuery);
     const endpoint = await loadEndpoint(c.env.DB, query.endpoint_id);
     let sql = `${DELIVERY_SELECT} WHERE c.endpoint_id = ?`;
     const binds: (string | number)[] = [endpoint.id];

@@ -23,12 +23,12 @@ const address = (label: string) =>
   singleLine(label).pipe(z.string().trim().regex(ADDRESS, `${label} must be an email address`).max(320));
 const displayName = singleLine('display_name').pipe(z.string().max(256));
 
-const Recipient = z.object({ identifier: address('identifier'), display_name: displayName.optional() });
+const Recipient = z.strictObject({ identifier: address('identifier'), display_name: displayName.optional() });
 const Recipients = z.array(Recipient).max(100);
 
 /** Header names a client may set: X-*, List-Unsubscribe, List-Unsubscribe-Post, Reply-To. */
 const ALLOWED_HEADER = /^(?:X-[A-Za-z0-9-]+|List-Unsubscribe|List-Unsubscribe-Post|Reply-To)$/i;
-const CustomHeader = z.object({
+const CustomHeader = z.strictObject({
   name: singleLine('name').refine(
     (n) => ALLOWED_HEADER.test(n),
     'only X-*, List-Unsubscribe, List-Unsubscribe-Post and Reply-To headers may be set',
@@ -37,7 +37,7 @@ const CustomHeader = z.object({
 });
 
 const BASE64 = /^[A-Za-z0-9+/\r\n]*={0,2}[\r\n]*$/;
-const Attachment = z.object({
+export const Attachment = z.strictObject({
   name: singleLine('name').pipe(z.string().min(1).max(255)),
   content_type: singleLine('content_type')
     .pipe(z.string().regex(/^[\w.+-]+\/[\w.+-]+$/, 'content_type must be a MIME type like application/pdf'))
@@ -46,13 +46,13 @@ const Attachment = z.object({
   cid: singleLine('cid').pipe(z.string().max(255)).optional(),
 });
 
-export const ComposeBody = z.object({
+export const ComposeBody = z.strictObject({
   account_id: z.string(),
   to: Recipients.optional(),
   cc: Recipients.optional(),
   bcc: Recipients.optional(),
   from: z
-    .object({ identifier: address('from.identifier').optional(), display_name: displayName.optional() })
+    .strictObject({ identifier: address('from.identifier').optional(), display_name: displayName.optional() })
     .optional(),
   subject: singleLine('subject').pipe(z.string().max(998)).optional(),
   body: z.string().optional(),
@@ -61,17 +61,18 @@ export const ComposeBody = z.object({
   custom_headers: z.array(CustomHeader).max(50).optional(),
   attachments: z.array(Attachment).max(100).optional(),
   tracking_options: z
-    .object({
+    .strictObject({
       opens: z.boolean().optional(),
       clicks: z.boolean().optional(),
       label: singleLine('label').pipe(z.string().max(255)).optional(),
     })
     .optional(),
+  draft_id: z.string().optional(),
 });
 export type ComposeBody = z.infer<typeof ComposeBody>;
 
 /** Fields that multipart/form-data carries as JSON strings. */
-const JSON_FIELDS = new Set(['to', 'cc', 'bcc', 'from', 'custom_headers', 'attachments', 'tracking_options']);
+export const JSON_FIELDS = new Set(['to', 'cc', 'bcc', 'from', 'custom_headers', 'attachments', 'tracking_options']);
 
 /** The request body, JSON or multipart/form-data (files in fields named `attachments`), validated. */
 export async function readComposeBody(c: Context<AppEnv>): Promise<ComposeBody> {

@@ -6,7 +6,7 @@
  * `failed` (schedule exhausted), `dropped` (endpoint paused or deleted while the call was waiting).
  * While a call is being made, `next_attempt_at` holds a lease (see delivery.ts), so nobody else sends it.
  */
-import { MAX_EVENT_PAYLOAD_BYTES, withoutBodies } from '../emails/events.ts';
+import { type Envelope, eventEnvelope } from '../events/envelope.ts';
 import { isoNow } from '../lib/time.ts';
 
 export type ConversationStatus = 'pending' | 'retrying' | 'delivered' | 'failed' | 'dropped';
@@ -44,30 +44,18 @@ export const DELIVERY_SELECT = `SELECT c.id, c.endpoint_id, c.event_id, c.event_
   JOIN events ev ON ev.id = c.event_id
   JOIN webhook_endpoints we ON we.id = c.endpoint_id`;
 
-export interface Envelope {
-  payload: Record<string, unknown>;
-  /** The exact bytes sent and signed. */
-  body: string;
-}
-
-/** The Event envelope of a call, cut to 64 KB by dropping `body`/`body_plain` when it is larger. */
+/** The Event envelope of a call (events/envelope.ts), the same bytes every time. */
 export function envelope(row: DeliveryRow): Envelope {
-  const data = JSON.parse(row.event_data_json) as unknown;
-  const make = (d: unknown): Envelope => {
-    const payload = {
-      object: 'Event',
+  return eventEnvelope(
+    {
       id: row.event_id,
       type: row.event_type,
-      created_at: row.event_created_at,
       account_id: row.event_account_id,
-      endpoint_id: row.endpoint_id,
-      data: d,
-    };
-    return { payload, body: JSON.stringify(payload) };
-  };
-  const full = make(data);
-  if (new TextEncoder().encode(full.body).length <= MAX_EVENT_PAYLOAD_BYTES) return full;
-  return make(withoutBodies(data));
+      data_json: row.event_data_json,
+      created_at: row.event_created_at,
+    },
+    row.endpoint_id,
+  );
 }
 
 export function presentConversation(row: DeliveryRow) {

@@ -1,11 +1,12 @@
 /** Webhook endpoints: their fields' rules, how a row is stored and how it is shown. */
 import { NOT_REMOVED } from '../accounts/removed.ts';
 import { z } from 'zod';
-import { EVENT_TYPES } from '../events/types.ts';
+import { EVENT_TYPES, type EventType } from '../events/types.ts';
+import type { WebhookEndpoint } from '../schemas/webhooks.ts';
 import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { placeholders } from '../lib/sql.ts';
-import { singleLine } from '../lib/validation.ts';
+import { anyCase, singleLine } from '../lib/validation.ts';
 import { openEndpointSecret } from './signing.ts';
 import { webhookUrlProblem } from './url.ts';
 
@@ -52,7 +53,7 @@ function endpointFields(allowPrivateUrls: boolean) {
     }),
     description: z.string().max(500, 'must be at most 500 characters'),
     trigger_events: z
-      .array(z.enum(EVENT_TYPES, { error: (issue) => `unknown event type ${JSON.stringify(issue.input)}` }))
+      .array(anyCase(EVENT_TYPES, (input) => `unknown event type ${JSON.stringify(input)}`))
       .min(1, 'must name at least one event type')
       .transform(unique),
     account_ids: z.array(z.string()).max(100, 'must hold at most 100 account ids').transform(unique),
@@ -120,13 +121,13 @@ export async function loadEndpoint(db: D1Database, rawId: string | undefined): P
   return row;
 }
 
-export async function presentEndpoint(row: EndpointRow, credentialsKey: string) {
+export async function presentEndpoint(row: EndpointRow, credentialsKey: string): Promise<WebhookEndpoint> {
   return {
     object: 'WebhookEndpoint' as const,
     id: row.id,
     url: row.url,
     description: row.description,
-    trigger_events: JSON.parse(row.trigger_events_json) as string[],
+    trigger_events: JSON.parse(row.trigger_events_json) as EventType[],
     account_ids: JSON.parse(row.account_ids_json) as string[],
     headers: JSON.parse(row.headers_json) as EndpointHeader[],
     secret: await openEndpointSecret(credentialsKey, row.id, row.secret),

@@ -7,9 +7,11 @@
  *    was down, and the queue dropped the message). This replaces a dead-letter queue.
  * 2. Waiting calls that are due but were not picked up (a retry wait longer than the queue's delay
  *    limit, a lost queue message, a sender that died holding a lease) are put on the queue again.
- * 3. Expired Idempotency-Key records, gateway call nonces and tracking windows are deleted.
+ * 3. Expired Idempotency-Key records, gateway call nonces and tracking windows are deleted, and events
+ *    older than 30 days with their delivery log (events/feed.ts).
  */
 import type { Env, WebhookQueueMessage } from '../env.ts';
+import { pruneStatements } from '../events/feed.ts';
 import { dispatchEvents } from '../events/outbox.ts';
 import { QUEUE_BATCH } from '../lib/sql.ts';
 import { iso } from '../lib/time.ts';
@@ -26,6 +28,8 @@ const OUTBOX_GRACE_MS = 30_000;
  * retries (max_retries = 5, backoff 2 … 32 s, wrangler.toml) take about a minute.
  */
 export const QUEUE_GIVE_UP_MS = 3 * 60_000;
+/** Old events pruned per run: with their conversations, a few thousand rows at most. */
+const EVENT_PRUNE_LIMIT = 1000;
 /** A call due for less than this probably has its queue message arriving right now. */
 const RETRY_GRACE_MS = 60_000;
 
@@ -34,6 +38,7 @@ export interface SweepReport {
   retries: number;
   idempotency_keys: number;
   expired: number;
+  events_pruned: number;
 }
 
 async function enqueueDueRetries(env: Env, now: number): Promise<number> {
@@ -71,7 +76,7 @@ export async function runSweep(env: Env, now: number = Date.now()): Promise<Swee
 
   const retries = await enqueueDueRetries(env, now);
 
-  const [keys, ...others] = await env.DB.batch([
+  const [keys, nonces, hits, , pruned] = await env.DB.batch([
     env.DB.prepare(
       'DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE expires_at < ? LIMIT ?)',
     ).bind(now, SWEEP_LIMIT),
@@ -79,11 +84,13 @@ export async function runSweep(env: Env, now: number = Date.now()): Promise<Swee
       'DELETE FROM gateway_nonces WHERE nonce IN (SELECT nonce FROM gateway_nonces WHERE expires_ms < ? LIMIT ?)',
     ).bind(now, NONCE_SWEEP_LIMIT),
     trackingCleanup(env.DB, now, SWEEP_LIMIT),
+    ...pruneStatements(env.DB, now, EVENT_PRUNE_LIMIT),
   ]);
   return {
     events: unsent.length,
     retries,
     idempotency_keys: keys!.meta.changes,
-    expired: others.reduce((n, r) => n + r.meta.changes, 0),
+    expired: nonces!.meta.changes + hits!.meta.changes,
+    events_pruned: pruned!.meta.changes,
   };
 }

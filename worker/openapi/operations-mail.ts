@@ -1,0 +1,200 @@
+/** The mail operations: folders, emails, drafts, contacts. */
+import { ContactListQuery } from '../contacts/list.ts';
+import { DraftListQuery, EmailListQuery } from '../emails/query.ts';
+import { ModifyBody } from '../routes/actions.ts';
+import { FolderListQuery } from '../routes/folders.ts';
+import { ThreadQuery } from '../routes/threads.ts';
+import { Contacts } from '../schemas/accounts.ts';
+import { DraftCreated, Drafts, Email, EmailDeleted, Emails, EmailSent, Thread } from '../schemas/emails.ts';
+import { Folder, Folders } from '../schemas/folders.ts';
+import { ComposeBody } from '../send/compose.ts';
+import type { Operation } from './operation.ts';
+
+const sendExample = {
+  account_id: 'acc_01JD8Z6Q3W4E5R6T7Y8V9K0P1A',
+  to: [{ identifier: 'ann@example.com', display_name: 'Ann' }],
+  subject: 'Lunch on Friday?',
+  body: '<p>Are you free on Friday?</p>',
+  tracking_options: { opens: true, clicks: true, label: 'lunch' },
+};
+
+export const MAIL_OPERATIONS: Operation[] = [
+  // Folders
+  {
+    method: 'get',
+    path: '/folders',
+    operationId: 'listFolders',
+    tag: 'Folders',
+    summary: "List an account's folders",
+    query: FolderListQuery,
+    ok: Folders,
+    errors: [400],
+  },
+  {
+    method: 'get',
+    path: '/{account_id}/folders/{folder_id}',
+    operationId: 'getFolder',
+    tag: 'Folders',
+    summary: 'Get a folder',
+    ok: Folder,
+    errors: [404],
+  },
+  // Emails
+  {
+    method: 'get',
+    path: '/emails',
+    operationId: 'listEmails',
+    tag: 'Emails',
+    summary: 'List and search emails',
+    description:
+      'Newest first by date. Every filter combines with the others; without `account_id`, every account. Drafts are included (role `DRAFTS`) unless a filter excludes them.',
+    query: EmailListQuery,
+    ok: Emails,
+    errors: [400],
+  },
+  {
+    method: 'post',
+    path: '/emails',
+    operationId: 'sendEmail',
+    tag: 'Emails',
+    summary: 'Send an email',
+    description:
+      "Sent from the account's address through its SMTP server; the copy lands in Sent and `email.new` follows with `origin: api`. At least one recipient unless `reply_to` is set (then recipients, `Re:` subject and threading headers are filled in). With `draft_id`, the saved draft is sent (its recipients, subject, bodies and attachments, each overridable by the request's fields) and removed from Drafts; `email.draft.delete` follows. Up to 30 MB.",
+    body: { schema: ComposeBody, name: 'SendEmailRequest', multipart: true, example: sendExample },
+    ok: EmailSent,
+    errors: [400, 404, 409, 422, 502],
+    idempotent: true,
+  },
+  {
+    method: 'get',
+    path: '/emails/{email_id}',
+    operationId: 'getEmail',
+    tag: 'Emails',
+    summary: 'Get an email',
+    ok: Email,
+    errors: [404],
+  },
+  {
+    method: 'put',
+    path: '/emails/{email_id}',
+    operationId: 'modifyEmail',
+    tag: 'Emails',
+    summary: 'Mark read or unread, star, or move an email',
+    description:
+      'Carried out in the mailbox, then answered with the updated email; `email.update` follows. `folders` is the complete new folder set (a move replaces it; Gmail labels are added and removed).',
+    body: { schema: ModifyBody, name: 'ModifyEmailRequest', example: { unread: false, folders: ['Archive'] } },
+    ok: Email,
+    errors: [400, 404, 502],
+  },
+  {
+    method: 'delete',
+    path: '/emails/{email_id}',
+    operationId: 'trashEmail',
+    tag: 'Emails',
+    summary: 'Move an email to Trash',
+    description: 'It stays with role `TRASH` until the provider empties the trash; then `email.delete` follows.',
+    ok: EmailDeleted,
+    errors: [404, 502],
+  },
+  {
+    method: 'get',
+    path: '/emails/{email_id}/raw',
+    operationId: 'getEmailRaw',
+    tag: 'Emails',
+    summary: 'Download the RFC 822 source',
+    ok: { mediaType: 'message/rfc822', description: 'The whole message as received.' },
+    errors: [404],
+  },
+  {
+    method: 'get',
+    path: '/emails/{email_id}/attachments/{attachment_id}',
+    operationId: 'getAttachment',
+    tag: 'Emails',
+    summary: 'Download an attachment',
+    ok: {
+      mediaType: 'application/octet-stream',
+      description: "The attachment's bytes, with its own Content-Type and a Content-Disposition filename.",
+    },
+    errors: [404],
+  },
+  {
+    method: 'get',
+    path: '/{account_id}/emails/{email_id}',
+    operationId: 'getAccountEmail',
+    tag: 'Emails',
+    summary: 'Get an email of an account',
+    ok: Email,
+    errors: [404],
+  },
+  {
+    method: 'get',
+    path: '/{account_id}/emails/{email_id}/thread',
+    operationId: 'getThread',
+    tag: 'Emails',
+    summary: "Get an email's conversation",
+    description: 'Oldest first; Sent copies included, drafts left out.',
+    query: ThreadQuery,
+    ok: Thread,
+    errors: [400, 404],
+  },
+  {
+    method: 'post',
+    path: '/{account_id}/emails/{email_id}/unread',
+    operationId: 'markUnread',
+    tag: 'Emails',
+    summary: 'Mark an email unread',
+    ok: Email,
+    errors: [404, 502],
+  },
+  {
+    method: 'post',
+    path: '/{account_id}/emails/{email_id}/read',
+    operationId: 'markRead',
+    tag: 'Emails',
+    summary: 'Mark an email read',
+    ok: Email,
+    errors: [404, 502],
+  },
+  // Drafts
+  {
+    method: 'post',
+    path: '/drafts',
+    operationId: 'createDraft',
+    tag: 'Drafts',
+    summary: 'Save a draft',
+    description:
+      "Saved in the account's Drafts folder; `email.draft.new` follows when it syncs. The same fields as sending; recipients are optional.",
+    body: {
+      schema: ComposeBody,
+      name: 'CreateDraftRequest',
+      multipart: true,
+      example: { ...sendExample, tracking_options: undefined },
+    },
+    ok: DraftCreated,
+    errors: [400, 404, 409, 422, 502],
+    idempotent: true,
+  },
+  {
+    method: 'get',
+    path: '/drafts',
+    operationId: 'listDrafts',
+    tag: 'Drafts',
+    summary: 'List drafts',
+    query: DraftListQuery,
+    ok: Drafts,
+    errors: [400],
+  },
+  // Contacts
+  {
+    method: 'get',
+    path: '/contacts',
+    operationId: 'listContacts',
+    tag: 'Contacts',
+    summary: 'List the people the accounts email with',
+    description:
+      "From, to, cc and bcc of synced mail, most recent first; the account's own address is left out. Without `account_id`, every account (a person appears once per account).",
+    query: ContactListQuery,
+    ok: Contacts,
+    errors: [400],
+  },
+];

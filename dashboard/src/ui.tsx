@@ -22,7 +22,8 @@ export function ErrorNote({ error }: { error: unknown }) {
 export function Secret({ value, label }: { value: string; label: string }) {
   const [copied, setCopied] = useState<string | null>(null);
   const copy = () => {
-    navigator.clipboard.writeText(value).then(
+    // The clipboard API exists on https and localhost only.
+    (navigator.clipboard ? navigator.clipboard.writeText(value) : Promise.reject()).then(
       () => setCopied('Copied.'),
       () => setCopied('Copying was refused by the browser: select the text and copy it.'),
     );

@@ -254,7 +254,7 @@ describe('the dashboard', () => {
 
   it('shows the API error for a wrong key, and signs out at the next call once the key is revoked', async () => {
     // Its own context: the 401s here are the point, so this page is not held to "no console error".
-    const other = await browser.newContext({ viewport: { width: 390, height: 844 } });
+    const other = await browser.newContext({ viewport: { width: 390, height: 844 }, colorScheme: 'dark' });
     try {
       const phone = await other.newPage();
       await phone.goto(`${service.base}/`);

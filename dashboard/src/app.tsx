@@ -20,6 +20,8 @@ export function App() {
   const [signedIn, setSignedIn] = useState(currentKey() !== null);
   const [reason, setReason] = useState<string | null>(null);
   const [section, setSection] = useState(sectionFromHash());
+  // Choosing the section already shown starts it afresh (back from an open email to the list).
+  const [visit, setVisit] = useState(0);
 
   useEffect(
     () =>
@@ -46,7 +48,11 @@ export function App() {
         <span class="brand">mailbox-edge</span>
         <nav aria-label="Sections">
           {SECTIONS.map((s) => (
-            <a href={`#${s.id}`} aria-current={s.id === section.id ? 'page' : undefined}>
+            <a
+              href={`#${s.id}`}
+              aria-current={s.id === section.id ? 'page' : undefined}
+              onClick={() => s.id === section.id && setVisit(visit + 1)}
+            >
               {s.title}
             </a>
           ))}
@@ -57,7 +63,7 @@ export function App() {
       </header>
       <main>
         <h1>{section.title}</h1>
-        <View />
+        <View key={`${section.id}-${visit}`} />
       </main>
     </div>
   );

@@ -1,5 +1,5 @@
 /** Small pieces every section uses: errors, times, copy and confirm buttons, loading data. */
-import { useEffect, useState } from 'hono/jsx/dom';
+import { useEffect, useRef, useState } from 'hono/jsx/dom';
 import { describeError } from './api.ts';
 
 export const formatTime = (iso: string | null | undefined): string =>
@@ -46,6 +46,11 @@ export function Secret({ value, label }: { value: string; label: string }) {
  */
 export function ConfirmButton(props: { label: string; question: string; confirm: string; onConfirm: () => unknown }) {
   const [asking, setAsking] = useState(false);
+  const confirmButton = useRef<HTMLButtonElement>(null);
+  // Once, when the question appears (a callback ref would take the focus back at every re-render).
+  useEffect(() => {
+    if (asking) confirmButton.current?.focus();
+  }, [asking]);
   if (!asking)
     return (
       <button type="button" class="danger" onClick={() => setAsking(true)}>
@@ -58,7 +63,7 @@ export function ConfirmButton(props: { label: string; question: string; confirm:
       <button
         type="button"
         class="danger"
-        ref={(el: HTMLButtonElement | null) => el?.focus()}
+        ref={confirmButton}
         onClick={() => {
           setAsking(false);
           props.onConfirm();

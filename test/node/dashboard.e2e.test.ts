@@ -180,7 +180,11 @@ describe('the dashboard', () => {
     // Remove asks first, saying the real mailbox stays as it is.
     await carol.getByRole('button', { name: 'Remove' }).click();
     await visible(carol.getByText('the real mailbox is not touched'));
-    await carol.getByRole('button', { name: 'Yes, remove' }).click();
+    // The confirmation takes the keyboard focus; Enter confirms.
+    await eventually(() => page.evaluate(() => document.activeElement?.textContent === 'Yes, remove'), {
+      what: 'the focus on "Yes, remove"',
+    });
+    await page.keyboard.press('Enter');
     await carol.waitFor({ state: 'detached', timeout: UI_TIMEOUT });
     expect((await service.api('GET', '/accounts')).body.data.map((a: { email: string }) => a.email)).not.toContain(
       'carol@example.test',
@@ -275,7 +279,7 @@ describe('the dashboard', () => {
       expect(await phone.evaluate(() => sessionStorage.length)).toBe(0);
 
       await phone.getByLabel('API key', { exact: true }).fill(createdKey.key);
-      await phone.getByRole('button', { name: 'Sign in' }).click();
+      await phone.keyboard.press('Enter');
       await visible(phone.getByRole('listitem', { name: 'alice@example.test' }));
       await phone.screenshot({ path: join(SCREENSHOTS, 'mailboxes-phone.png'), fullPage: true });
 

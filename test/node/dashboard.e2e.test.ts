@@ -181,7 +181,7 @@ describe('the dashboard', () => {
     await carol.getByRole('button', { name: 'Remove' }).click();
     await visible(carol.getByText('the real mailbox is not touched'));
     // The confirmation takes the keyboard focus; Enter confirms.
-    await eventually(() => page.evaluate(() => document.activeElement?.textContent === 'Yes, remove'), {
+    await eventually(async () => (await page.locator(':focus').textContent()) === 'Yes, remove', {
       what: 'the focus on "Yes, remove"',
     });
     await page.keyboard.press('Enter');

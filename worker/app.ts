@@ -23,6 +23,7 @@ import { webhooks } from './routes/webhooks.ts';
 import { accountEmailActions, emailActions } from './routes/actions.ts';
 import { saveDraft, sendEmail } from './routes/send.ts';
 import { tracking } from './routes/tracking.ts';
+import { mailView } from './dashboard/mail-view.ts';
 
 /** Requests may carry attachments up to 30 MB. */
 export const MAX_BODY_BYTES = 30 * 1024 * 1024;
@@ -86,5 +87,7 @@ export function createApp(): Hono<AppEnv> {
   app.route('/internal/gateway', gatewayRoutes);
   // Open pixel and click redirects of tracked emails: public, signed links (no API key).
   app.route('/t', tracking);
+  // The dashboard itself is static assets (wrangler.toml [assets]); this is its mail frame (no API key).
+  app.route('/mail-view', mailView);
   return app;
 }

@@ -24,6 +24,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { ensureDebianPackages } from '../shared/debian.ts';
 import {
   deliver as deliverVia,
   layout,
@@ -83,28 +84,11 @@ const REQUIRED_BINARIES = [DOVECOT, '/usr/lib/dovecot/imap', '/usr/lib/dovecot/l
  * instance stays unconfigured; policy-rc.d/no systemd means nothing starts.
  */
 export async function ensureMailPackages(): Promise<void> {
-  if (REQUIRED_BINARIES.every((f) => fs.existsSync(f))) return;
-  if (process.getuid?.() !== 0) {
-    throw new Error(
-      `Dovecot/Postfix missing (${REQUIRED_BINARIES.join(', ')}) and not root: apt-get install dovecot-imapd dovecot-lmtpd postfix`,
-    );
-  }
-  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  await run('sh', ['-c', 'echo "postfix postfix/main_mailer_type select No configuration" | debconf-set-selections'], {
-    env,
-  });
-  const install = () =>
-    run('apt-get', ['install', '-y', '--no-install-recommends', 'dovecot-imapd', 'dovecot-lmtpd', 'postfix'], {
+  await ensureDebianPackages(REQUIRED_BINARIES, ['dovecot-imapd', 'dovecot-lmtpd', 'postfix'], (env) =>
+    run('sh', ['-c', 'echo "postfix postfix/main_mailer_type select No configuration" | debconf-set-selections'], {
       env,
-      timeout: 600_000,
-    });
-  try {
-    await install();
-  } catch {
-    // Package lists may be missing or stale on a fresh machine.
-    await run('apt-get', ['update'], { env, timeout: 600_000 });
-    await install();
-  }
+    }).then(() => undefined),
+  );
 }
 
 interface Ports {

@@ -17,6 +17,10 @@ it('builds the deployable bundle with `wrangler deploy --dry-run`', () => {
     expect(statSync(bundle).size).toBeGreaterThan(10_000);
     expect(readdirSync(outdir)).toContain('index.js');
     expect(run.stdout).toMatch(/ACCOUNTS|AccountObject/);
+    // The dashboard is built by the [build] hook and shipped as static assets.
+    expect(run.stdout).toContain('[custom build] Running: node scripts/build-dashboard.mjs');
+    expect(run.stdout).toMatch(/Read \d+ files from the assets directory/);
+    expect(existsSync(join('dist', 'dashboard', 'app.js'))).toBe(true);
   } finally {
     rmSync(outdir, { recursive: true, force: true });
   }

@@ -2,6 +2,7 @@
  * Writing a ChangeResult: its R2 objects first, then its statements as D1 batches (one transaction
  * each), cut only where a unit ends so no message is ever half written without its event.
  */
+import { deleteBlobs } from '../emails/delete.ts';
 import type { Env } from '../env.ts';
 import type { ChangeResult } from './state.ts';
 
@@ -32,7 +33,10 @@ export async function writeResult(env: Env, result: ChangeResult): Promise<void>
     result.blobs.map((b) => env.BLOBS.put(b.key, b.body, { httpMetadata: { contentType: b.contentType } })),
   );
   for (const batch of d1Batches(result)) await env.DB.batch(batch);
-  for (const key of result.unusedStaged) if (!(await blobInUse(env, key))) await env.BLOBS.delete(key);
+  if (result.unusedStaged.length === 0) return;
+  const used = await stagedInUse(env, result.unusedStaged);
+  const unused = [...new Set(result.unusedStaged)].filter((key) => !used.has(key));
+  await deleteBlobs(env.BLOBS, unused);
 }
 
 /** Which of these staged sources are still the raw source of some email, in one query. */
@@ -45,15 +49,4 @@ export async function stagedInUse(env: Env, keys: string[]): Promise<Set<string>
     .bind(JSON.stringify([...new Set(keys)]))
     .all<{ raw_key: string }>();
   return new Set(results.map((r) => r.raw_key));
-}
-
-/** Whether an email's raw source is this R2 object (staged sources are shared by identical copies). */
-export async function blobInUse(env: Env, key: string, exceptEmailId = ''): Promise<boolean> {
-  // The GLOB term repeats the partial index's condition, so SQLite answers from that index.
-  const row = await env.DB.prepare(
-    "SELECT 1 AS used FROM emails WHERE raw_key = ? AND raw_key GLOB '*/staged/*' AND id != ? LIMIT 1",
-  )
-    .bind(key, exceptEmailId)
-    .first();
-  return row !== null;
 }

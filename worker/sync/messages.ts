@@ -157,7 +157,7 @@ export async function applyMessages(
       continue;
     }
     // A renumbered folder is read again from its start: its mail from before the connect stays out.
-    if (!initial && cursor.resync && Date.parse(message.internal_date) < state.account.connectedAtMs) {
+    if (!initial && cursor.resync && arrivedBeforeConnect(message, state.account.connectedAtMs)) {
       result.unusedStaged.push(...staged(message));
       continue;
     }
@@ -179,6 +179,14 @@ export async function applyMessages(
   if (adoptedFlags.size)
     await refreshEmails(state, [...adoptedFlags.keys()], result, { folder, copies: adoptedFlags, added: true });
   return result;
+}
+
+/**
+ * INTERNALDATE has whole seconds: mail that arrived in the second of the connect may have come after
+ * it, so only an earlier second counts as before (letting in such a message beats losing one).
+ */
+function arrivedBeforeConnect(message: MessageIn, connectedAtMs: number): boolean {
+  return Date.parse(message.internal_date) < Math.floor(connectedAtMs / 1000) * 1000;
 }
 
 function insertMembership(db: D1Database, emailId: string, accountId: string, copy: Membership) {

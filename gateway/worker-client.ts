@@ -222,7 +222,8 @@ export class WorkerClient {
     const end = new Promise<string>((resolve) => {
       ended = resolve;
     });
-    const onAbort = () => ws.close(1001, 'gateway stopping');
+    // 1000: a client may not send 1001 (undici throws); the Worker takes 1000 as a clean close too.
+    const onAbort = () => ws.close(1000, 'gateway stopping');
     signal.addEventListener('abort', onAbort, { once: true });
     ws.addEventListener('open', () => {
       opened = true;

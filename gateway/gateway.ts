@@ -17,7 +17,7 @@ import { Aborted, isGatewayIdInUse, isLeaseLost, WorkerClient } from './worker-c
 
 /** Heartbeat period before the Worker told us the lease TTL. */
 const INITIAL_HEARTBEAT_MS = 10_000;
-/** How long a stopping gateway tries to give its leases up before it exits anyway (they then lapse). */
+/** How long a stopping gateway waits for its accounts to close, then for its leases to be released. */
 const RELEASE_ON_STOP_MS = 3_000;
 
 export class Gateway {
@@ -67,15 +67,18 @@ export class Gateway {
     const held = [...this.#accounts.keys()];
     for (const commands of this.#commands.values()) commands.close();
     this.#commands.clear();
-    await Promise.all([...this.#accounts.values()].map((account) => account.stop()));
+    // Changes still on their way land before the leases go, or are refused once another gateway
+    // holds the account: either way nothing is applied twice. So a slow close does not hold the release up.
+    const stopped = Promise.all([...this.#accounts.values()].map((account) => account.stop()));
+    await Promise.race([stopped, sleep(RELEASE_ON_STOP_MS)]);
     this.#accounts.clear();
-    await Promise.allSettled(this.#tasks);
     try {
       await this.#worker.release(held, true, { signal: AbortSignal.timeout(RELEASE_ON_STOP_MS), attempts: 3 });
       this.#log.info('leases released', { accounts: held.length });
     } catch (err) {
       this.#log.warn('could not release the leases: they lapse after the lease time', errorFields(err));
     }
+    await Promise.allSettled([stopped, ...this.#tasks]);
   }
 
   /** A request from the Worker (control socket). Throws GatewayError for the Worker to relay. */

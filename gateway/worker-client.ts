@@ -223,7 +223,11 @@ export class WorkerClient {
       ended = resolve;
     });
     // 1000: a client may not send 1001 (undici throws); the Worker takes 1000 as a clean close too.
-    const onAbort = () => ws.close(1000, 'gateway stopping');
+    // A stopping gateway does not wait for the close handshake.
+    const onAbort = () => {
+      ws.close(1000, 'gateway stopping');
+      ended('stopping');
+    };
     signal.addEventListener('abort', onAbort, { once: true });
     ws.addEventListener('open', () => {
       opened = true;
@@ -246,7 +250,7 @@ export class WorkerClient {
     const why = await end;
     clearInterval(heartbeat);
     signal.removeEventListener('abort', onAbort);
-    if (why !== 'closed') {
+    if (why !== 'closed' && why !== 'stopping') {
       // Half-open: a close frame would wait for an answer that never comes. Let it go in the background.
       try {
         ws.close(4000, why);

@@ -2,8 +2,8 @@
 // against Cloudflare's per-invocation limits), shares and hand-over, leases that only the account's
 // object can move, released leases, and one live process per gateway id.
 import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test';
-import { env } from 'cloudflare:workers';
-import { beforeEach, describe, expect, it } from 'vitest';
+import { env, exports } from 'cloudflare:workers';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { GATEWAY_SIGNATURE_HEADER, signRequest } from '../../common/signing.ts';
 import { createApp } from '../../worker/app.ts';
 import type { Env } from '../../worker/env.ts';
@@ -189,36 +189,47 @@ describe('leases', () => {
   });
 });
 
+/** Opens a gateway's control socket as `instance`; the status when it is refused. */
+async function connect(gatewayId: string, instance: string) {
+  const path = `/internal/gateway/connect?gateway_id=${gatewayId}&instance=${instance}`;
+  const signature = await signRequest(GATEWAY_SECRET, { method: 'GET', path, body: '' });
+  const response = await exports.default.fetch(`https://mail.example.com${path}`, {
+    headers: { Upgrade: 'websocket', [GATEWAY_SIGNATURE_HEADER]: signature },
+  });
+  response.webSocket?.accept();
+  return { status: response.status, ws: response.webSocket };
+}
+
 describe('a gateway id', () => {
   it('belongs to one live process: another is refused, not let in to evict it', async () => {
+    const owner = await connect('gw-dup', 'first');
+    expect(owner.status).toBe(101);
     expect((await heartbeat('gw-dup', [], 10, 'first')).status).toBe(200);
     const second = await heartbeat('gw-dup', [], 10, 'second');
     expect(second.status).toBe(409);
     expect(second.body.type).toBe('errors/gateway_id_in_use');
-    const path = '/internal/gateway/connect?gateway_id=gw-dup&instance=second';
-    const signature = await signRequest(GATEWAY_SECRET, { method: 'GET', path, body: '' });
-    const socket = await app.fetch(
-      new Request(`https://mail.example.com${path}`, {
-        headers: { Upgrade: 'websocket', [GATEWAY_SIGNATURE_HEADER]: signature },
-      }),
-      env,
-      createExecutionContext(),
-    );
-    expect(socket.status).toBe(409);
-    const lease = await gatewayCall('/internal/gateway/release', {
-      gateway_id: 'gw-dup',
-      instance: 'second',
-      accounts: [],
-      stopping: true,
-    });
-    expect(lease.status).toBe(409);
-    // Once the owner stopped, the id is free.
+    expect((await connect('gw-dup', 'second')).status).toBe(409);
+    const release = { gateway_id: 'gw-dup', instance: 'second', accounts: [], stopping: true };
+    expect((await gatewayCall('/internal/gateway/release', release)).status).toBe(409);
+    expect(owner.ws!.readyState).toBe(WebSocket.OPEN);
+    // The owner's socket goes (it was killed): a restart with the same id takes the id over at once.
+    owner.ws!.close(1000, 'killed');
+    await vi.waitFor(async () => expect((await heartbeat('gw-dup', [], 10, 'second')).status).toBe(200));
+    // Now the first one is the stranger.
+    const restarted = await connect('gw-dup', 'second');
+    expect(restarted.status).toBe(101);
+    expect((await heartbeat('gw-dup', [], 10, 'first')).status).toBe(409);
+    restarted.ws!.close(1000, 'done');
+  });
+
+  it('of an owner that stopped is free at once', async () => {
+    await connect('gw-stopped', 'first');
     await gatewayCall('/internal/gateway/release', {
-      gateway_id: 'gw-dup',
+      gateway_id: 'gw-stopped',
       instance: 'first',
       accounts: [],
       stopping: true,
     });
-    expect((await heartbeat('gw-dup', [], 10, 'second')).status).toBe(200);
+    expect((await heartbeat('gw-stopped', [], 10, 'second')).status).toBe(200);
   });
 });

@@ -17,13 +17,15 @@ const MAX_RELEASE_PER_HEARTBEAT = 20;
 const FORGET_GATEWAYS_AFTER_MS = 24 * 60 * 60 * 1000;
 
 /**
- * Claims the gateway id for this process: granted when the id is new, is this instance's, or its
- * owner has been silent for a lease time (it stopped or died). Refreshes last_seen_ms (and the
- * capacity, when given). False: another live process uses the id.
+ * Claims the gateway id for this process: granted when the id is new, is this instance's, its owner
+ * has been silent for a lease time, or its owner is `takeOverFrom` (found without a live control
+ * socket: it stopped or died). Refreshes last_seen_ms (and the capacity, when given). False: another
+ * live process uses the id.
  */
 export async function registerGateway(
   env: Env,
   caller: { gateway_id: string; instance: string; capacity?: number },
+  takeOverFrom: string | null = null,
   now = Date.now(),
 ): Promise<boolean> {
   const row = await env.DB.prepare(
@@ -31,11 +33,28 @@ export async function registerGateway(
      ON CONFLICT (id) DO UPDATE SET instance = excluded.instance, last_seen_ms = excluded.last_seen_ms,
        capacity = coalesce(?5, gateways.capacity)
      WHERE gateways.instance IS NULL OR gateways.instance = excluded.instance OR gateways.last_seen_ms <= ?6
+       OR gateways.instance = ?7
      RETURNING instance`,
   )
-    .bind(caller.gateway_id, caller.instance, isoNow(), now, caller.capacity ?? null, now - leaseTtlMs(env))
+    .bind(
+      caller.gateway_id,
+      caller.instance,
+      isoNow(),
+      now,
+      caller.capacity ?? null,
+      now - leaseTtlMs(env),
+      takeOverFrom,
+    )
     .first<{ instance: string }>();
   return row !== null;
+}
+
+/** The process that owns a gateway id, as D1 says. */
+export async function ownerOf(env: Env, gatewayId: string): Promise<string | null> {
+  const row = await env.DB.prepare('SELECT instance FROM gateways WHERE id = ?')
+    .bind(gatewayId)
+    .first<{ instance: string | null }>();
+  return row?.instance ?? null;
 }
 
 interface LiveGateway {

@@ -23,7 +23,7 @@ import { openPasswords } from '../accounts/credentials.ts';
 import { leaseTtlMs, type HolderResult } from '../durable/lease.ts';
 import { ApiError } from '../lib/errors.ts';
 import { verifyGatewayCall } from './auth.ts';
-import { countHeld, heartbeat, registerGateway, releaseLeases } from './fleet.ts';
+import { countHeld, heartbeat, ownerOf, registerGateway, releaseLeases } from './fleet.ts';
 import { notifyGateway } from './registry.ts';
 import { parseId } from '../lib/ids.ts';
 import { parseOrThrow } from '../lib/validation.ts';
@@ -90,12 +90,19 @@ async function mailboxConfig(c: Context<AppEnv>, row: AccountSecretsRow): Promis
 const leaseLost = (detail: string) =>
   Response.json({ status: 409, type: LEASE_LOST_TYPE, title: 'Lease lost', detail }, { status: 409 });
 
-/** A 409 when another live process uses the caller's gateway id (fleet.ts `registerGateway`), else null. */
+/**
+ * A 409 when another live process uses the caller's gateway id (fleet.ts `registerGateway`), else
+ * null. An owner without a live control socket (killed, then restarted with the same GATEWAY_ID)
+ * is taken over at once rather than after a lease time: that costs one call to its object, only then.
+ */
 async function ownershipRefused(
   c: Context<AppEnv>,
   caller: { gateway_id: string; instance: string; capacity?: number },
 ): Promise<Response | null> {
   if (await registerGateway(c.env, caller)) return null;
+  const owner = await ownerOf(c.env, caller.gateway_id);
+  const ownerAlive = owner !== null && (await gatewayObject(c.env, caller.gateway_id).liveInstance()) === owner;
+  if (!ownerAlive && (await registerGateway(c.env, caller, owner))) return null;
   const detail = `Gateway id ${caller.gateway_id} is used by another live gateway process; give each process its own GATEWAY_ID (or none: the default is unique).`;
   return Response.json(
     { status: 409, type: GATEWAY_ID_IN_USE_TYPE, title: 'Gateway id in use', detail },

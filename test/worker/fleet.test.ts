@@ -107,6 +107,14 @@ describe('shares', () => {
     expect(Object.fromEntries(capped)).toEqual({ a: 4, b: 13, c: 13 });
   });
 
+  it('never offer a gateway more than its capacity; the others take the rest', async () => {
+    await bulkAccounts('acc_cap', 30, null);
+    await heartbeat('gw-small', [], 4);
+    await heartbeat('gw-large', [], 1000);
+    expect((await heartbeat('gw-small', [], 4)).body.claimable).toHaveLength(4);
+    expect((await heartbeat('gw-large', [], 1000)).body.claimable).toHaveLength(26);
+  });
+
   it('offer gateways that ask together different accounts, and ask a gateway over its share to hand some over', async () => {
     const ids = await bulkAccounts('acc_split', 30, null);
     for (const g of ['gw-a', 'gw-b', 'gw-c']) await heartbeat(g, []);

@@ -496,7 +496,13 @@ describe('applying changes', () => {
 describe('the gateway endpoints', () => {
   it('refuse unsigned, wrongly signed or stale calls', async () => {
     expect(
-      (await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'gw', held: [] }, 'wrong-secret')).status,
+      (
+        await gatewayCall(
+          '/internal/gateway/heartbeat',
+          { gateway_id: 'gw', instance: 'proc-gw', held: [], capacity: 100 },
+          'wrong-secret',
+        )
+      ).status,
     ).toBe(401);
     const unsigned = await (await import('cloudflare:workers')).exports.default.fetch(
       'https://mail.example.com/internal/gateway/heartbeat',
@@ -520,17 +526,30 @@ describe('the gateway endpoints', () => {
 
   it('lease an account with its decrypted settings and cursors, and apply changes', async () => {
     const account = await createSyncedAccount();
-    const heartbeat = await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'gw-http', held: [] });
+    const heartbeat = await gatewayCall('/internal/gateway/heartbeat', {
+      gateway_id: 'gw-http',
+      instance: 'proc-gw-http',
+      held: [],
+      capacity: 100,
+    });
     expect(heartbeat.status).toBe(200);
     expect(heartbeat.body.claimable).toContain(account.id);
 
-    const lease = await gatewayCall(`/internal/gateway/accounts/${account.id}/lease`, { gateway_id: 'gw-http' });
+    const lease = await gatewayCall(`/internal/gateway/accounts/${account.id}/lease`, {
+      gateway_id: 'gw-http',
+      instance: 'proc-gw-http',
+    });
     expect(lease.body).toMatchObject({ granted: true, account_id: account.id });
     expect(lease.body.config.imap).toMatchObject({ host: '127.0.0.1', password: 'secret-imap', user: account.email });
     expect(lease.body.cursors.map((c: any) => c.path)).toContain('INBOX');
-    expect((await gatewayCall(`/internal/gateway/accounts/${account.id}/lease`, { gateway_id: 'other' })).body).toEqual(
-      { granted: false, holder: 'gw-http' },
-    );
+    expect(
+      (
+        await gatewayCall(`/internal/gateway/accounts/${account.id}/lease`, {
+          gateway_id: 'other',
+          instance: 'proc-other',
+        })
+      ).body,
+    ).toEqual({ granted: false, holder: 'gw-http' });
 
     const applied = await gatewayCall(`/internal/gateway/accounts/${account.id}/changes`, {
       gateway_id: 'gw-http',
@@ -552,18 +571,44 @@ describe('the gateway endpoints', () => {
     expect(lost.status).toBe(409);
     expect(lost.body.type).toBe('errors/lease_lost');
 
-    const again = await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'gw-http', held: [account.id] });
+    const again = await gatewayCall('/internal/gateway/heartbeat', {
+      gateway_id: 'gw-http',
+      instance: 'proc-gw-http',
+      held: [account.id],
+      capacity: 100,
+    });
     expect(again.body.lost).toEqual([]);
     expect(again.body.claimable).not.toContain(account.id);
     expect(
-      (await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'intruder', held: [account.id] })).body.lost,
+      (
+        await gatewayCall('/internal/gateway/heartbeat', {
+          gateway_id: 'intruder',
+          instance: 'proc-intruder',
+          held: [account.id],
+          capacity: 100,
+        })
+      ).body.lost,
     ).toEqual([account.id]);
     // The holder restarted and forgot: it gets its account back at once, nobody else does.
     expect(
-      (await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'gw-http', held: [] })).body.claimable,
+      (
+        await gatewayCall('/internal/gateway/heartbeat', {
+          gateway_id: 'gw-http',
+          instance: 'proc-gw-http',
+          held: [],
+          capacity: 100,
+        })
+      ).body.claimable,
     ).toContain(account.id);
     expect(
-      (await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'other', held: [] })).body.claimable,
+      (
+        await gatewayCall('/internal/gateway/heartbeat', {
+          gateway_id: 'other',
+          instance: 'proc-other',
+          held: [],
+          capacity: 100,
+        })
+      ).body.claimable,
     ).not.toContain(account.id);
   });
 

@@ -196,6 +196,36 @@ describe('applying changes', () => {
     expectError(await api('GET', `/emails/${email.id}`), 404, 'not_found');
   });
 
+  it('makes a move the gateway reports with its expunge ahead one email.update, with the final folders', async () => {
+    const account = await leased();
+    const raw = rawMessage({ subject: 'moved once' });
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(4, raw)] },
+    ]);
+    const [email] = (await list(`account_id=${account.id}`)).data;
+    const updatesBefore = (await outbox(account.id)).filter((e) => e.type === 'email.update').length;
+    await account.stub.applyChanges(account.gateway, [
+      {
+        type: 'messages',
+        path: 'Archive',
+        uidvalidity: 1,
+        messages: [messageIn(9, raw)],
+        vanishing: [{ path: 'INBOX', uidvalidity: 1, uids: [4] }],
+      },
+      { type: 'vanished', path: 'INBOX', uidvalidity: 1, uids: [4] },
+    ]);
+    const archive = (await api('GET', `/folders?account_id=${account.id}`)).body.data.find(
+      (f: any) => f.role === 'ARCHIVE',
+    );
+    const updates = (await outbox(account.id)).filter((e) => e.type === 'email.update').slice(updatesBefore);
+    expect(updates.map((e) => [e.data.id, e.data.folder_ids])).toEqual([[email.id, [archive.id]]]);
+    expect((await list(`account_id=${account.id}`)).data).toMatchObject([
+      { id: email.id, role: 'ARCHIVE', folder_ids: [archive.id] },
+    ]);
+    await endOrphanGrace(account.stub);
+    expect((await outbox(account.id)).filter((e) => e.type === 'email.delete')).toEqual([]);
+  });
+
   it('moves the right one of two identical copies: the one the gateway says is being expunged', async () => {
     const account = await leased();
     const raw = rawMessage({ subject: 'twin' });

@@ -228,7 +228,14 @@ export async function refreshEmails(
   state: SyncState,
   emailIds: string[],
   result: ChangeResult,
-  change: { folder: FolderRow; copies?: Map<string, FlagState>; added?: boolean; removed?: boolean },
+  change: {
+    folder: FolderRow;
+    copies?: Map<string, FlagState>;
+    added?: boolean;
+    removed?: boolean;
+    /** Places (`folder_id:uid`) this change also removes: a move's source, left in the same unit. */
+    departed?: Set<string>;
+  },
   { unitPerEmail = true }: { unitPerEmail?: boolean } = {},
 ): Promise<void> {
   const db = state.env.DB;
@@ -249,7 +256,9 @@ export async function refreshEmails(
   for (const record of records) {
     const { row } = record;
     // The copies as they are once this change is written.
-    let copies = (memberships.get(row.id) ?? []).filter((m) => m.folder_id !== here || !change.removed);
+    let copies = (memberships.get(row.id) ?? []).filter(
+      (m) => (m.folder_id !== here || !change.removed) && !change.departed?.has(`${m.folder_id}:${m.uid}`),
+    );
     const flags = change.copies?.get(row.id);
     if (flags) {
       const mine = { folder_id: here, uid: 0, seen: flags.unread ? 0 : 1, flagged: flags.starred ? 1 : 0 };

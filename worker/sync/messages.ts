@@ -150,7 +150,19 @@ export async function applyMessages(
           : insertMembership(db, adopted.id, state.account.accountId, copy),
         db.prepare('UPDATE emails SET orphaned_at_ms = NULL WHERE id = ?').bind(adopted.id),
       );
-      placed.set(adopted.id, [...(placed.get(adopted.id) ?? []).filter((m) => m.folder_id !== folder.id), copy]);
+      // The places it is leaving (a move's source) go in the same unit: a move is one email.update, and
+      // the expunge reported next finds nothing left to do.
+      const departed = (placed.get(adopted.id) ?? []).filter(
+        (m) => m.folder_id !== folder.id && leaving.has(`${m.folder_id}:${m.uid}`),
+      );
+      for (const m of departed)
+        result.statements.push(
+          db
+            .prepare('DELETE FROM email_folders WHERE email_id = ? AND folder_id = ? AND uid = ?')
+            .bind(adopted.id, m.folder_id, m.uid),
+        );
+      const kept = (placed.get(adopted.id) ?? []).filter((m) => m.folder_id !== folder.id && !departed.includes(m));
+      placed.set(adopted.id, [...kept, copy]);
       adoptedFlags.set(adopted.id, flags);
       result.unusedStaged.push(...staged(message));
       endUnit(result);
@@ -177,7 +189,12 @@ export async function applyMessages(
 
   // Emails that gained a folder (or their UID back): new role, flags from this copy, one email.update each.
   if (adoptedFlags.size)
-    await refreshEmails(state, [...adoptedFlags.keys()], result, { folder, copies: adoptedFlags, added: true });
+    await refreshEmails(state, [...adoptedFlags.keys()], result, {
+      folder,
+      copies: adoptedFlags,
+      added: true,
+      departed: leaving,
+    });
   return result;
 }
 

@@ -69,7 +69,7 @@ export interface MailServer extends MailServerInfo {
   /** The JSON-serialisable part (what global-setup provides to tests). */
   info(): MailServerInfo;
   /** The server certificate and its key (signed by `caFile`), for other test servers (Courier, Cyrus). */
-  tls: { cert: string; key: string };
+  tls: { ca: string; cert: string; key: string };
 }
 
 export interface StartOptions {
@@ -294,7 +294,7 @@ async function startOnce(opts: StartOptions, ports: Ports): Promise<MailServer> 
 
     const server: MailServer = {
       ...info,
-      tls: { cert: tls.cert, key: tls.key },
+      tls: { ca: tls.ca, cert: tls.cert, key: tls.key },
       info: () => ({ ...info, users: info.users.map((u) => ({ ...u })), sink: { ...sink } }),
       deliver: (o) => deliverVia(info, o),
       startDovecot: async () => {

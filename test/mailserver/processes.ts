@@ -176,3 +176,35 @@ export function lookupId(file: '/etc/passwd' | '/etc/group', name: string): numb
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A loopback TCP port nobody listens on right now (the caller binds it soon after; see PortInUseError). */
+export function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * `signal` to a child's whole process group (for a leader that ignores SIGTERM, like `unshare
+ * --fork`), SIGKILL after 5 s; resolves once the leader exited. The timers keep Node alive meanwhile (the
+ * child itself is unref'd).
+ */
+export async function stopGroup(child: ChildProcess | undefined, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  if (!child?.pid || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  killGroup(child, signal);
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(() => {
+      killGroup(child, 'SIGKILL');
+      timer = setTimeout(resolve, 2_000);
+    }, 5_000);
+  });
+  await Promise.race([exited, late]);
+  clearTimeout(timer);
+}

@@ -154,7 +154,12 @@ export async function startCourier(opts: OtherServerOptions): Promise<OtherImapS
     };
     installExitHooks();
     live.add(killSync);
-    child = spawnOwned('unshare', ['--mount', '--propagation', 'private', '--pid', '--fork', '--kill-child', 'sh', '-c', script], log, env);
+    child = spawnOwned(
+      'unshare',
+      ['--mount', '--propagation', 'private', '--pid', '--fork', '--kill-child', 'sh', '-c', script],
+      log,
+      env,
+    );
     await waitUntilReady({ child, name: 'courier', log, ports: [imapPort] }, [imapPort]);
 
     const server: OtherImapServer = {

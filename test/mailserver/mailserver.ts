@@ -41,7 +41,6 @@ import {
   run,
   spawnOwned,
   stopChild,
-  tailOf,
   waitUntilReady,
 } from './processes.ts';
 

@@ -43,7 +43,7 @@ async function cmd(file: string, args: string[], opts: { cwd?: string } = {}): P
 }
 
 async function installed(pkg: string): Promise<boolean> {
-  const status = await cmd('dpkg-query', ['-W', '-f=${Status}', pkg]).catch(() => '');
+  const status = await cmd('dpkg-query', ['-W', '-f=$' + '{Status}', pkg]).catch(() => '');
   return status.includes('install ok installed');
 }
 

@@ -216,10 +216,17 @@ describe.each(targets)('$name', (t) => {
     await t.deliver(rfc822(s('delivered into junk')), 'Junk');
     const email = await listed(account.id, s('delivered into junk'));
     const mark = eventMark(service);
+    // The gateway's debug log: a pass that relays this folder's mail again means a new UIDVALIDITY.
+    const refetches = () =>
+      gateway.log.filter(
+        (l) => l.includes('"relayed new mail"') && l.includes(account.id) && l.includes(`"path":"${t.folder('Junk')}"`),
+      ).length;
+    const before = refetches();
     await settle();
     await settle();
     const again = await listed(account.id, s('delivered into junk'));
     expect(again.id).toBe(email.id);
+    expect(refetches() - before, 'passes that fetched the folder again while nothing changed').toBe(0);
     const events = eventsSince(service, account.id, mark).map((e) => [e.type, e.data?.id ?? e.data?.subject]);
     expect(events, 'events while nothing changed').toEqual([]);
   });

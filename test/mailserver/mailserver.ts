@@ -18,12 +18,11 @@
  *
  * Requires root (Postfix and Dovecot drop privileges themselves).
  */
-import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { ensureDebianPackages } from '../shared/debian.ts';
 import {
   deliver as deliverVia,
@@ -33,10 +32,20 @@ import {
   type MailServerInfo,
   type MailUser,
 } from './client.ts';
+import {
+  installExitHooks,
+  killGroup,
+  live,
+  lookupId,
+  PortInUseError,
+  run,
+  spawnOwned,
+  stopChild,
+  waitUntilReady,
+} from './processes.ts';
 
 export type { MailUser, MailServerInfo, DeliverOptions, DeliverResult } from './client.ts';
 
-const execFileP = promisify(execFile);
 const t0 = Date.now();
 /** MAILSERVER_DEBUG=1 prints startup steps with timings. */
 const debug = (msg: string) => {
@@ -58,6 +67,8 @@ export interface MailServer extends MailServerInfo {
   maildirOf(user: string, folder: string): string;
   /** The JSON-serialisable part (what global-setup provides to tests). */
   info(): MailServerInfo;
+  /** The server certificate and its key (signed by `caFile`), for other test servers (Courier, Cyrus). */
+  tls: { ca: string; cert: string; key: string };
 }
 
 export interface StartOptions {
@@ -67,7 +78,18 @@ export interface StartOptions {
   domain?: string;
   /** Keep the temp dir after stop() (also MAILSERVER_KEEP=1). */
   keep?: boolean;
+  /**
+   * IMAP capabilities Dovecot must not offer after login, e.g. `['CONDSTORE', 'QRESYNC']` for a server
+   * without them. Dovecot only stops announcing them; a client that uses them anyway is not refused.
+   */
+  withoutCapabilities?: string[];
 }
+
+/** What Dovecot 2.3.19 offers after login with this configuration (checked by mailserver.test.ts). */
+export const DOVECOT_CAPABILITIES =
+  'IMAP4rev1 SASL-IR LOGIN-REFERRALS ID ENABLE IDLE SORT SORT=DISPLAY THREAD=REFERENCES THREAD=REFS THREAD=ORDEREDSUBJECT MULTIAPPEND URL-PARTIAL CATENATE UNSELECT CHILDREN NAMESPACE UIDPLUS LIST-EXTENDED I18NLEVEL=1 CONDSTORE QRESYNC ESEARCH ESORT SEARCHRES WITHIN CONTEXT=SEARCH LIST-STATUS BINARY MOVE SNIPPET=FUZZY PREVIEW=FUZZY PREVIEW STATUS=SIZE SAVEDATE LITERAL+ NOTIFY SPECIAL-USE'.split(
+    ' ',
+  );
 
 export const DEFAULT_USERS = ['alice', 'bob', 'carol', 'dave', 'erin'];
 /** Deterministic so tests and docs can use them: `alice` -> `alice-password`. */
@@ -107,36 +129,6 @@ const PORT_ENV: Record<keyof Ports, string> = {
   mxPort: 'MAILSERVER_MX_PORT',
 };
 
-/** Servers of this process, killed synchronously if the process exits without stop(). */
-const live = new Set<() => void>();
-let exitHooksInstalled = false;
-
-/**
- * The daemons run in their own process groups (so a Ctrl-C in the terminal
- * does not reach them) and would outlive this process: kill them on exit and
- * on fatal signals. A signal is re-raised afterwards unless someone else
- * (e.g. vitest) handles it.
- */
-function installExitHooks(): void {
-  if (exitHooksInstalled) return;
-  exitHooksInstalled = true;
-  const killAll = () => {
-    for (const kill of live) kill();
-    live.clear();
-  };
-  process.on('exit', killAll);
-  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-    const onSignal = () => {
-      killAll();
-      if (process.listenerCount(sig) === 1) {
-        process.off(sig, onSignal);
-        process.kill(process.pid, sig);
-      }
-    };
-    process.on(sig, onSignal);
-  }
-}
-
 export async function startMailServer(opts: StartOptions = {}): Promise<MailServer> {
   await ensureMailPackages();
   if (process.getuid?.() !== 0) throw new Error('the test mail server must run as root (Postfix/Dovecot need it)');
@@ -152,8 +144,6 @@ export async function startMailServer(opts: StartOptions = {}): Promise<MailServ
     }
   }
 }
-
-class PortInUseError extends Error {}
 
 async function choosePorts(): Promise<Ports> {
   const ports = {} as Ports;
@@ -248,7 +238,9 @@ async function startOnce(opts: StartOptions, ports: Ports): Promise<MailServer> 
       { mode: 0o640 },
     );
     fs.chownSync(d.users, 0, lookupId('/etc/group', 'dovecot'));
-    fs.writeFileSync(d.conf, dovecotConf({ dir, d, ports, tls, dovecotLog, mailUid, mailGid, domain }));
+    const without = new Set((opts.withoutCapabilities ?? []).map((c) => c.toUpperCase()));
+    const capabilities = without.size ? DOVECOT_CAPABILITIES.filter((c) => !without.has(c)) : undefined;
+    fs.writeFileSync(d.conf, dovecotConf({ dir, d, ports, tls, dovecotLog, mailUid, mailGid, domain, capabilities }));
 
     const lmtpSocket = path.join(d.run, 'lmtp');
     const authSocket = path.join(d.run, 'auth-postfix');
@@ -301,6 +293,7 @@ async function startOnce(opts: StartOptions, ports: Ports): Promise<MailServer> 
 
     const server: MailServer = {
       ...info,
+      tls: { ca: tls.ca, cert: tls.cert, key: tls.key },
       info: () => ({ ...info, users: info.users.map((u) => ({ ...u })), sink: { ...sink } }),
       deliver: (o) => deliverVia(info, o),
       startDovecot: async () => {
@@ -349,6 +342,7 @@ function dovecotConf(c: {
   mailUid: number;
   mailGid: number;
   domain: string;
+  capabilities: string[] | undefined;
 }): string {
   const special = (name: string, flag: string) =>
     `  mailbox ${name} {\n    special_use = \\${flag}\n    auto = subscribe\n  }\n`;
@@ -410,7 +404,7 @@ ${special('Drafts', 'Drafts')}${special('Sent', 'Sent')}${special('Trash', 'Tras
 protocol imap {
   # Benchmarks open many connections per user from one IP (default 10).
   mail_max_userip_connections = 1000
-}
+${c.capabilities ? `  # Switched off on purpose (StartOptions.withoutCapabilities): what is left.\n  imap_capability = ${c.capabilities.join(' ')}\n` : ''}}
 
 service imap-login {
   inet_listener imap {
@@ -672,143 +666,3 @@ async function makeCertificates(tlsDir: string, domain: string): Promise<TlsFile
   fs.chmodSync(f('ca.pem'), 0o644);
   return { ca: f('ca.pem'), cert: f('server.pem'), key: f('server.key') };
 }
-
-// ---------------------------------------------------------------------------
-// Processes
-
-async function run(
-  cmd: string,
-  args: string[],
-  opts: { env?: NodeJS.ProcessEnv; cwd?: string; timeout?: number } = {},
-): Promise<string> {
-  try {
-    const { stdout } = await execFileP(cmd, args, { timeout: 60_000, maxBuffer: 16 << 20, ...opts });
-    return stdout;
-  } catch (err) {
-    const e = err as Error & { stderr?: string; stdout?: string };
-    throw new Error(`${cmd} ${args.join(' ')} failed: ${e.message}\n${e.stdout ?? ''}${e.stderr ?? ''}`);
-  }
-}
-
-/** Spawn a daemon in its own process group, output appended to a file. */
-function spawnOwned(cmd: string, args: string[], outFile: string): ChildProcess {
-  const out = fs.openSync(outFile, 'a');
-  try {
-    const child = spawn(cmd, args, { detached: true, stdio: ['ignore', out, out] });
-    child.on('error', () => undefined); // reported through exitCode / waitFor* instead
-    child.unref();
-    return child;
-  } finally {
-    fs.closeSync(out);
-  }
-}
-
-/** Signal a child's whole process group (Postfix's master and Dovecot lead their own). */
-function killGroup(child: ChildProcess | undefined, signal: NodeJS.Signals): void {
-  if (!child?.pid || child.exitCode !== null || child.signalCode !== null) return;
-  try {
-    process.kill(-child.pid, signal);
-  } catch {
-    try {
-      child.kill(signal);
-    } catch {
-      /* already gone */
-    }
-  }
-}
-
-/**
- * SIGTERM to the master only (Dovecot then shuts its children down in order,
- * Postfix's master signals its own process group), SIGKILL the group after 5 s.
- */
-async function stopChild(child: ChildProcess | undefined): Promise<void> {
-  if (!child?.pid || child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => killGroup(child, 'SIGKILL'), 5_000);
-  await exited;
-  clearTimeout(timer);
-  // Helpers (login processes, smtpd) may outlive the master for a moment.
-  try {
-    process.kill(-child.pid, 'SIGKILL');
-  } catch {
-    /* group empty */
-  }
-}
-
-/** A daemon being started: what to report if it dies. */
-interface Daemon {
-  child: ChildProcess | undefined;
-  name: string;
-  log: string;
-  ports: number[];
-}
-
-/** Can we bind this loopback port right now? */
-function portFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const srv = net.createServer();
-    srv.once('error', () => resolve(false));
-    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
-  });
-}
-
-function connects(endpoint: number | string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = typeof endpoint === 'number' ? net.connect(endpoint, '127.0.0.1') : net.connect(endpoint);
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
-}
-
-/**
- * Poll until every endpoint (TCP port on 127.0.0.1 or unix socket path)
- * accepts connections. Fails fast, with the log tail, if the daemon exits;
- * a port taken by someone else becomes a PortInUseError (retried with new
- * ports). Postfix's own message about it is lost: it logs through postlogd,
- * which is not up yet at that point, so we probe the ports ourselves.
- */
-async function waitUntilReady(d: Daemon, endpoints: (number | string)[], timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  const pending = new Set(endpoints);
-  for (;;) {
-    const { child } = d;
-    if (!child || child.exitCode !== null || child.signalCode !== null) {
-      const taken: number[] = [];
-      for (const port of d.ports) if (!(await portFree(port))) taken.push(port);
-      const tail = tailOf(d.log) + tailOf(path.join(path.dirname(d.log), 'stderr.log'));
-      const msg = `${d.name} exited (${child?.exitCode ?? child?.signalCode}) during startup${taken.length ? `; port(s) ${taken.join(', ')} in use by another process` : ''}:\n${tail}`;
-      throw taken.length || /in use/i.test(tail) ? new PortInUseError(msg) : new Error(msg);
-    }
-    for (const e of [...pending]) if (await connects(e)) pending.delete(e);
-    if (pending.size === 0) return;
-    if (Date.now() > deadline) {
-      throw new Error(
-        `${d.name} not ready within ${timeoutMs} ms (waiting for ${[...pending].join(', ')}):\n${tailOf(d.log)}`,
-      );
-    }
-    await sleep(20);
-  }
-}
-
-function tailOf(file: string, lines = 30): string {
-  try {
-    return fs.readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n');
-  } catch {
-    return '';
-  }
-}
-
-function lookupId(file: '/etc/passwd' | '/etc/group', name: string): number {
-  const line = fs
-    .readFileSync(file, 'utf8')
-    .split('\n')
-    .find((l) => l.startsWith(`${name}:`));
-  if (!line) throw new Error(`${name} not found in ${file}`);
-  return Number(line.split(':')[2]);
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

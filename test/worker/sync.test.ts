@@ -339,6 +339,39 @@ describe('applying changes', () => {
     expect(types.filter((t) => t === 'email.folder.create')).toHaveLength(1);
   });
 
+  it('follows a rename that also renumbers the folder (Courier): same folder id, same email ids', async () => {
+    const base = [folder('INBOX', null, 1, 10), folder('Reports', null, 1, 50)];
+    const account = await createSyncedAccount(undefined, base);
+    expect((await account.stub.acquireLease('gw-1')).granted).toBe(true);
+    const apply = (changes: Parameters<typeof account.stub.applyChanges>[1]) =>
+      account.stub.applyChanges('gw-1', changes);
+    const raw = rawMessage({ subject: 'report' });
+    await apply([
+      { type: 'messages', path: 'Reports', uidvalidity: 50, messages: [messageIn(1, raw)] },
+      { type: 'folders', folders: [base[0]!, folder('Reports', null, 2, 50)] },
+    ]);
+    const folderIds = async () =>
+      Object.fromEntries(
+        ((await api('GET', `/folders?account_id=${account.id}`)).body.data as any[]).map((f) => [f.provider_id, f.id]),
+      );
+    const before = await folderIds();
+    const [email] = (await list(`account_id=${account.id}`)).data;
+    const eventsBefore = (await outbox(account.id)).length;
+
+    await apply([
+      { type: 'folders', folders: [base[0]!, folder('Reports 2026', null, 2, 51)] },
+      { type: 'messages', path: 'Reports 2026', uidvalidity: 51, messages: [messageIn(1, raw)] },
+      { type: 'cursor', path: 'Reports 2026', uidvalidity: 51, last_uid: 1, highest_modseq: '1' },
+    ]);
+    await endOrphanGrace(account.stub);
+    expect(await folderIds()).toEqual({ INBOX: before.INBOX, 'Reports 2026': before.Reports });
+    expect((await list(`account_id=${account.id}`)).data).toMatchObject([
+      { id: email.id, folder_ids: [before.Reports] },
+    ]);
+    const types = (await outbox(account.id)).slice(eventsBefore).map((e) => e.type);
+    expect(types).toEqual(['email.folder.update']);
+  });
+
   it('takes a reset to the UIDVALIDITY of a deleted folder for a reset, not for a rename onto the path', async () => {
     const base = [folder('INBOX', null, 1, 10), folder('Old', null, 1, 20), folder('Drafts', '\\Drafts', 1, 30)];
     const account = await createSyncedAccount(undefined, base);

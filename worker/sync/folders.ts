@@ -203,20 +203,55 @@ function followRenames(state: SyncState, listing: FolderInfo[]): { renamed: Set<
     const nearer = (a: number, b: number) => Math.abs(info.total - a) < Math.abs(info.total - b);
     if (before && !nearer(folder.total_count, before.total_count)) continue;
     if (before) displaced.push(before);
-    state.folders.delete(oldPath);
-    state.cursors.delete(oldPath);
-    folder.provider_id = info.path;
-    folder.delimiter = info.delimiter;
-    state.folders.set(info.path, folder);
-    state.cursors.set(info.path, { ...cursor, path: info.path, missing: 0 });
-    const pending = state.initialSync?.folders.get(oldPath);
-    state.initialSync?.folders.delete(info.path);
-    if (pending) {
-      state.initialSync!.folders.delete(oldPath);
-      state.initialSync!.folders.set(info.path, pending);
-    }
+    moveFolder(state, oldPath, info);
     gone.splice(gone.indexOf(oldPath), 1);
     renamed.add(info.path);
   }
+  const renumbered = renamedAndRenumbered(state, listing, gone);
+  if (renumbered) {
+    moveFolder(state, renumbered.from, renumbered.to);
+    renamed.add(renumbered.to.path);
+  }
   return { renamed, displaced };
+}
+
+/**
+ * Some servers (Courier) give a renamed folder a new UIDVALIDITY. One folder gone and one new path in
+ * the same listing, under the same parent, holding as many messages, is taken for that folder renamed
+ * and renumbered: it keeps its `fld_` id, and its changed UIDVALIDITY makes the caller read it again,
+ * so its emails keep theirs. (Were it a deletion and a creation, the re-read finds none of the old
+ * mail, which then goes as if deleted: only the folder id was inherited.)
+ */
+function renamedAndRenumbered(
+  state: SyncState,
+  listing: FolderInfo[],
+  gone: string[],
+): { from: string; to: FolderInfo } | null {
+  const listed = new Set(listing.map((f) => f.path));
+  const left = gone.filter((path) => !listed.has(path) && state.cursors.get(path)?.missing === 0);
+  const arrived = listing.filter((f) => !state.folders.has(f.path) && f.uidvalidity > 0);
+  if (left.length !== 1 || arrived.length !== 1) return null;
+  const from = left[0]!;
+  const to = arrived[0]!;
+  const folder = state.folders.get(from)!;
+  const sameParent = parentPath(from, folder.delimiter) === parentPath(to.path, to.delimiter);
+  return sameParent && folder.total_count === to.total ? { from, to } : null;
+}
+
+/** The folder row, its cursor and its initial-sync range move to the new path (the caller writes the row). */
+function moveFolder(state: SyncState, oldPath: string, info: FolderInfo): void {
+  const folder = state.folders.get(oldPath)!;
+  const cursor = state.cursors.get(oldPath)!;
+  state.folders.delete(oldPath);
+  state.cursors.delete(oldPath);
+  folder.provider_id = info.path;
+  folder.delimiter = info.delimiter;
+  state.folders.set(info.path, folder);
+  state.cursors.set(info.path, { ...cursor, path: info.path, missing: 0 });
+  const pending = state.initialSync?.folders.get(oldPath);
+  state.initialSync?.folders.delete(info.path);
+  if (pending) {
+    state.initialSync!.folders.delete(oldPath);
+    state.initialSync!.folders.set(info.path, pending);
+  }
 }

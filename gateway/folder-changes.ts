@@ -17,6 +17,8 @@ export interface FolderStatus {
   uidvalidity: number;
   uidnext: number;
   highest_modseq: string | null;
+  /** From the EXAMINE of this pass; false: from STATUS of a folder the connection had selected, maybe behind. */
+  exact: boolean;
 }
 
 /** What a pass found besides new messages; sent with the folder's new cursor. */

@@ -180,7 +180,8 @@ export class FolderPasses {
   async #fetchNew(client: ImapFlow, path: string, status: FolderStatus, base: FolderCursor): Promise<number> {
     // STATUS ran before this FETCH, so every UID below its UIDNEXT is covered by it.
     let lastUid = Math.max(base.last_uid, status.uidnext - 1);
-    if (status.uidnext !== 0 && status.uidnext <= base.last_uid + 1) return lastUid;
+    // Nothing new by the folder's numbers; numbers that may be behind (STATUS of a selected folder) never skip the FETCH.
+    if (status.exact && status.uidnext !== 0 && status.uidnext <= base.last_uid + 1) return lastUid;
     const gmail = this.#host.features().gmail;
     const query = messageQuery(gmail);
     let batch: MessageIn[] = [];
@@ -281,9 +282,11 @@ export class FolderPasses {
 }
 
 /**
- * Fresh state of the selected folder. Just selected: the EXAMINE answer (STATUS is never trusted for
- * the selected folder: Courier answers it from a stale view). Selected for a while (an IDLE
- * connection): NOOP, then STATUS.
+ * State of the selected folder. Just selected: the EXAMINE answer. Selected for a while (an IDLE
+ * connection): NOOP, then STATUS, which is not trusted to be current (servers answer it for a
+ * selected folder from the session's own view; Courier's stays stale): its numbers may only be
+ * behind, so they may hold the cursor back (flags re-read, a gap not skipped) but never skip a
+ * FETCH.
  */
 async function statusOf(client: ImapFlow, path: string, fresh: boolean): Promise<FolderStatus> {
   const mailbox = client.mailbox;
@@ -292,10 +295,10 @@ async function statusOf(client: ImapFlow, path: string, fresh: boolean): Promise
       uidvalidity: Number(mailbox.uidValidity),
       uidnext: mailbox.uidNext ?? 0,
       highest_modseq: mailbox.highestModseq !== undefined ? String(mailbox.highestModseq) : null,
+      exact: true,
     };
-  // A server answers for the selected folder from the session's own view, which may not have
-  // caught up with other sessions yet (Dovecot: until its notify timer fires). NOOP syncs it,
-  // and makes the following FETCH see the new messages too.
+  // NOOP brings the session's view up to date where the server allows (Dovecot: at once instead of
+  // at its notify timer), and makes the following FETCH see the new messages.
   await client.noop();
   const st = await client.status(path, { ...STATUS_QUERY });
   if (!st) throw Object.assign(new Error(`STATUS failed for a folder`), { mailboxMissing: true });
@@ -303,5 +306,6 @@ async function statusOf(client: ImapFlow, path: string, fresh: boolean): Promise
     uidvalidity: Number(st.uidValidity ?? 0),
     uidnext: st.uidNext ?? 0,
     highest_modseq: st.highestModseq !== undefined ? String(st.highestModseq) : null,
+    exact: false,
   };
 }

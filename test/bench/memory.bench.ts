@@ -54,7 +54,12 @@ export async function run(): Promise<void> {
   let service: Service | undefined;
   try {
     service = await startService();
-    const gateway = service.startGateway('bench-memory', { NODE_EXTRA_CA_CERTS: mail.caFile });
+    const gateway = service.startGateway('bench-memory', {
+      NODE_EXTRA_CA_CERTS: mail.caFile,
+      ...(process.env.BENCH_MEMORY_SNAPSHOT === '1' && { NODE_OPTIONS: '--heapsnapshot-signal=SIGUSR2' }),
+      // To compare runtime settings (e.g. V8's --max-semi-space-size, glibc's MALLOC_ARENA_MAX).
+      ...(process.env.BENCH_MEMORY_GATEWAY_ENV && JSON.parse(process.env.BENCH_MEMORY_GATEWAY_ENV)),
+    });
     // The gateway is up once it takes an account: connect one user that is not measured, then drop it.
     const probe = await connectMailbox(service, mail.info(), 'alice');
     await service.api('DELETE', `/accounts/${probe.id}`);
@@ -89,6 +94,11 @@ export async function run(): Promise<void> {
     const total = counts.reduce((a, b) => a + b, 0);
     console.log(`RSS with ${ACCOUNTS} idle accounts: ${(rss / MiB).toFixed(1)} MiB`);
     console.log(`RSS per idle account: ${(perAccount / 1024).toFixed(1)} KiB`);
+    if (process.env.BENCH_MEMORY_SNAPSHOT === '1') {
+      // The gateway was started with --heapsnapshot-signal: its heap goes to a file in its working directory.
+      gateway.child.kill('SIGUSR2');
+      await new Promise((r) => setTimeout(r, 20_000));
+    }
     console.log(
       `IMAP connections per account (doveadm who): mean ${(total / ACCOUNTS).toFixed(2)}, max ${Math.max(...counts)}, min ${Math.min(...counts)}`,
     );

@@ -7,7 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openImap } from '../mailserver/client.ts';
 import { DEFAULT_USERS, startMailServer, type MailServer } from '../mailserver/mailserver.ts';
 import { connectMailbox } from './connect.ts';
-import { dumpLogsOnFailure, eventually, startService, type Service } from './service.ts';
+import { dumpLogsOnFailure, eventually, startService, type GatewayProcess, type Service } from './service.ts';
 
 const ACCOUNTS = 20;
 /** Issue 16: changes in other folders reach the API within 30 s by default. */
@@ -16,6 +16,7 @@ const users = Array.from({ length: ACCOUNTS }, (_, i) => `idle${String(i).padSta
 
 let mail: MailServer;
 let service: Service;
+let gateway: GatewayProcess;
 const accounts = new Map<string, { id: string }>();
 const clients: ImapFlow[] = [];
 
@@ -56,7 +57,7 @@ beforeAll(async () => {
   mail = await startMailServer({ users: [...DEFAULT_USERS, ...users] });
   service = await startService();
   // The gateway's defaults (poll interval, IDLE connections): only the CA is set.
-  service.startGateway('gw-conns', { NODE_EXTRA_CA_CERTS: mail.caFile });
+  gateway = service.startGateway('gw-conns', { NODE_EXTRA_CA_CERTS: mail.caFile });
   for (const user of users) accounts.set(user, await connectMailbox(service, mail.info(), user));
 }, 300_000);
 
@@ -155,5 +156,52 @@ describe('idle accounts', () => {
       intervalMs: 250,
     });
     await client.mailboxClose();
+  }, 200_000);
+
+  it('without CONDSTORE and QRESYNC: relays flag changes of a user-created folder within 30 s', async () => {
+    // The same gateway id takes its accounts back at once; this one leaves the extensions unused.
+    await gateway.kill('SIGTERM');
+    gateway = service.startGateway('gw-conns', {
+      NODE_EXTRA_CA_CERTS: mail.caFile,
+      GATEWAY_IMAP_CONDSTORE: '0',
+      GATEWAY_IMAP_QRESYNC: '0',
+    });
+    await eventually(() => gateway.log.some((line) => line.includes('"condstore":false')), {
+      what: 'a session without CONDSTORE',
+      timeoutMs: 60_000,
+      intervalMs: 250,
+    });
+    const user = users[3]!;
+    const account = accounts.get(user)!;
+    const client = await imap(user);
+    await client.mailboxCreate('Plain');
+    await client.append('Plain', rfc822('in plain'));
+    await eventually(() => emailBySubject(account.id, 'in plain'), {
+      what: 'the new message of Plain',
+      timeoutMs: 60_000,
+      intervalMs: 250,
+    });
+    await client.mailboxOpen('Plain');
+    await client.messageFlagsAdd('1:*', ['\\Flagged']);
+    await eventually(async () => (await emailBySubject(account.id, 'in plain'))?.starred === true, {
+      what: 'starred after \\Flagged in Plain',
+      timeoutMs: WITHIN_MS,
+      intervalMs: 250,
+    });
+    await client.messageFlagsRemove('1:*', ['\\Flagged']);
+    await eventually(async () => (await emailBySubject(account.id, 'in plain'))?.starred === false, {
+      what: 'unstarred after \\Flagged removed in Plain',
+      timeoutMs: WITHIN_MS,
+      intervalMs: 250,
+    });
+    await client.mailboxClose();
+    // The first gateway's connections are gone once Dovecot noticed; then again at most 2 each.
+    await eventually(
+      async () => {
+        const counts = await connectionsPerUser();
+        return users.every((u) => (counts.get(u) ?? 0) <= 2);
+      },
+      { what: 'at most 2 connections per account', timeoutMs: 30_000, intervalMs: 500 },
+    );
   }, 200_000);
 });

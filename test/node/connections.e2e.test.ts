@@ -194,7 +194,8 @@ describe('idle accounts', () => {
       timeoutMs: WITHIN_MS,
       intervalMs: 250,
     });
-    await client.mailboxClose();
+    await client.logout();
+    clients.splice(clients.indexOf(client), 1);
     // The first gateway's connections are gone once Dovecot noticed; then again at most 2 each.
     await eventually(
       async () => {

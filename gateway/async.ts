@@ -70,3 +70,14 @@ export class Coalescer {
     this.#running = false;
   }
 }
+
+/** Runs tasks one at a time, in the order they were asked for (a FIFO lock); a failed task does not stop the next. */
+export class Turns {
+  #tail: Promise<unknown> = Promise.resolve();
+
+  run<T>(task: () => Promise<T>): Promise<T> {
+    const result = this.#tail.then(task, task);
+    this.#tail = result.catch(() => undefined);
+    return result;
+  }
+}

@@ -1,13 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
+import { CONNECTION_ENV, DEFAULT_CONNECTIONS, type ConnectionSettings } from './connection-settings.ts';
 import type { LogLevel } from './log.ts';
 
 /** Tuning of the per-account sync; every value has an environment variable (see `loadConfig`). */
-export interface SyncSettings {
-  /** STATUS poll of folders without their own IDLE connection, and of the folder list. */
-  pollIntervalMs: number;
-  /** IDLE connections per account besides INBOX (special-use folders). */
-  maxExtraIdle: number;
+export interface SyncSettings extends ConnectionSettings {
   /** Reconnect backoff after a dropped or unreachable server. */
   reconnectMinMs: number;
   reconnectMaxMs: number;
@@ -31,8 +28,7 @@ export interface GatewayConfig {
 }
 
 export const DEFAULT_SYNC: SyncSettings = {
-  pollIntervalMs: 5_000,
-  maxExtraIdle: 5,
+  ...DEFAULT_CONNECTIONS,
   reconnectMinMs: 1_000,
   reconnectMaxMs: 60_000,
   authRetryMs: 5 * 60_000,
@@ -49,8 +45,7 @@ export class ConfigError extends Error {}
 type NumericSetting = { [K in keyof SyncSettings]: SyncSettings[K] extends number ? K : never }[keyof SyncSettings];
 
 const TUNING: Record<NumericSetting, string> = {
-  pollIntervalMs: 'GATEWAY_POLL_INTERVAL_MS',
-  maxExtraIdle: 'GATEWAY_MAX_EXTRA_IDLE',
+  ...CONNECTION_ENV,
   reconnectMinMs: 'GATEWAY_RECONNECT_MIN_MS',
   reconnectMaxMs: 'GATEWAY_RECONNECT_MAX_MS',
   authRetryMs: 'GATEWAY_AUTH_RETRY_MS',

@@ -7,7 +7,7 @@
 import type { GatewayRequest } from '../common/relay.ts';
 import { AccountSync } from './account-sync.ts';
 import { GatewayError } from './errors.ts';
-import { MailboxCommands } from './mailbox.ts';
+import type { MailboxCommands } from './mailbox.ts';
 import { OutgoingSends } from './sends.ts';
 import { backoffDelay, sleep } from './async.ts';
 import type { GatewayConfig } from './config.ts';
@@ -171,7 +171,6 @@ export class Gateway {
         await this.#accounts.get(id)?.stop();
         this.#commands.get(id)?.close();
         if (this.#abort.signal.aborted) return;
-        const commands = new MailboxCommands(res.config, this.#config.sync, this.#log.child({ account: id }));
         const account = new AccountSync(id, res, {
           worker: this.#worker,
           settings: this.#config.sync,
@@ -182,6 +181,7 @@ export class Gateway {
             commands.close();
           },
         });
+        const commands = account.commands;
         this.#accounts.set(id, account);
         this.#commands.set(id, commands);
         this.#log.info('lease granted', { account: id, cursors: res.cursors.length });

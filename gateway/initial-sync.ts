@@ -6,9 +6,9 @@
  * applied page, so a restarted gateway resumes where the last acknowledged page ended; a page sent
  * twice is harmless (known (folder, UID) are skipped).
  *
- * It runs on a connection of its own beside the live sync, which keeps relaying new mail meanwhile.
- * A command the server refuses ends it as `failed`; a dropped connection ends the session, and the
- * next session resumes it.
+ * It runs on the account's command connection, one page per turn, so the live sync's passes and the
+ * mailbox commands go on in between. A command the server refuses ends it as `failed`; a dropped
+ * connection ends the session, and the next session resumes it.
  */
 import type { ImapFlow } from 'imapflow';
 import {
@@ -33,7 +33,8 @@ import {
 const DAY_MS = 24 * 3600 * 1000;
 
 export interface PullDeps {
-  client: ImapFlow;
+  /** Runs work in a turn of the command connection (gateway/command-connection.ts). */
+  turn<T>(work: (client: ImapFlow) => Promise<T>): Promise<T>;
   /** Stores a large source with the Worker ahead of its change. */
   stage: StageSource;
   gmail: boolean;
@@ -69,16 +70,53 @@ export async function pullInitialSync(plan: InitialSyncPlan, deps: PullDeps): Pr
 }
 
 async function pullFolder(folder: PlanFolder, since: number, deps: PullDeps): Promise<number> {
-  const { client } = deps;
+  const inWindow = await deps.turn((client) => inWindowOf(client, folder, since));
+  if (!inWindow) return 0;
+  inWindow.sort((a, b) => b.uid - a.uid);
+  for (const page of pages(inWindow)) {
+    const messages = await deps.turn(async (client) => {
+      const lock = await client.getMailboxLock(folder.path, { readOnly: true });
+      try {
+        if (!sameNumbering(client, folder)) return null;
+        const fetched: MessageIn[] = [];
+        for await (const msg of client.fetch(uidSet(page), messageQuery(deps.gmail), { uid: true }))
+          if (hasUid(msg)) fetched.push(await toRelayed(msg, deps.gmail, deps.stage));
+        return fetched;
+      } finally {
+        lock.release();
+      }
+    });
+    if (!messages) return 0;
+    messages.sort((a, b) => b.uid - a.uid);
+    if (messages.length)
+      await deps.send([
+        { type: 'messages', path: folder.path, uidvalidity: folder.uidvalidity, messages, initial_sync: true },
+      ]);
+    folder.below_uid = Math.min(folder.below_uid, ...page);
+  }
+  return inWindow.length;
+}
+
+/** The folder was renumbered since the plan was made: its old UIDs mean nothing any more. */
+function sameNumbering(client: ImapFlow, folder: PlanFolder): boolean {
+  return !client.mailbox || Number(client.mailbox.uidValidity) === folder.uidvalidity;
+}
+
+/** The UIDs (and sizes) below `below_uid` whose INTERNALDATE is inside the window; null when renumbered. */
+async function inWindowOf(
+  client: ImapFlow,
+  folder: PlanFolder,
+  since: number,
+): Promise<{ uid: number; size: number }[] | null> {
   const lock = await client.getMailboxLock(folder.path, { readOnly: true });
   try {
-    if (client.mailbox && Number(client.mailbox.uidValidity) !== folder.uidvalidity) return 0;
+    if (!sameNumbering(client, folder)) return null;
     const below = folder.below_uid;
     // SEARCH SINCE compares dates only (in the server's zone): a day earlier is a superset; INTERNALDATE decides.
     const candidates = (
       (await client.search({ uid: `1:${below - 1}`, since: new Date(since - DAY_MS) }, { uid: true })) || []
     ).filter((uid) => uid < below);
-    if (!candidates.length) return 0;
+    if (!candidates.length) return [];
     const inWindow: { uid: number; size: number }[] = [];
     for await (const msg of client.fetch(
       uidSet(candidates),
@@ -88,19 +126,7 @@ async function pullFolder(folder: PlanFolder, since: number, deps: PullDeps): Pr
       if (hasUid(msg) && msg.uid < below && internalDateOf(msg).getTime() >= since)
         inWindow.push({ uid: msg.uid, size: msg.size ?? 0 });
     }
-    inWindow.sort((a, b) => b.uid - a.uid);
-    for (const page of pages(inWindow)) {
-      const messages: MessageIn[] = [];
-      for await (const msg of client.fetch(uidSet(page), messageQuery(deps.gmail), { uid: true }))
-        if (hasUid(msg)) messages.push(await toRelayed(msg, deps.gmail, deps.stage));
-      messages.sort((a, b) => b.uid - a.uid);
-      if (messages.length)
-        await deps.send([
-          { type: 'messages', path: folder.path, uidvalidity: folder.uidvalidity, messages, initial_sync: true },
-        ]);
-      folder.below_uid = Math.min(folder.below_uid, ...page);
-    }
-    return inWindow.length;
+    return inWindow;
   } finally {
     lock.release();
   }

@@ -1,72 +1,65 @@
 /**
- * Commands on a leased account's mailbox (the Worker's `send` and `modify` requests): one IMAP
- * connection of its own, opened when first needed and kept (separate from the sync's connections,
- * so a command never waits behind a sync pass), and one pooled SMTP connection.
+ * Commands on a leased account's mailbox (the Worker's `send` and `modify` requests). IMAP work
+ * runs in a turn of the running session's command connection (between the sync's passes; no
+ * connection of its own), or, while no session is up, on a connection opened for the command and
+ * closed after it. SMTP: a connection opened for a send, reused by the sends that follow, and
+ * closed after `smtpIdleMs` without one. The folders a command changed are synced at once.
  */
 import MailComposer from 'nodemailer/lib/mail-composer';
 import nodemailer from 'nodemailer';
 import type { ImapFlow } from 'imapflow';
 import type { MailboxConfig, ModifyResult, ModifyStep, OutgoingMessage, OutgoingResult } from '../common/relay.ts';
+import type { CommandConnection } from './command-connection.ts';
 import type { SyncSettings } from './config.ts';
 import { classifyError, GatewayError, isAuthFailure } from './errors.ts';
 import { featuresOf, imapOptions, openImap } from './imap.ts';
 import { errorFields, type Logger } from './log.ts';
 import { smtpOptions } from './smtp.ts';
 
+/** What the commands need of the account's sync (gateway/account-sync.ts). */
+export interface SyncLink {
+  /** The running session's command connection; null while no session is up. */
+  commandConnection(): CommandConnection | null;
+  /** The gateway changed these folders: sync them now, without waiting for the poll. */
+  changed(paths: string[]): void;
+}
+
 export class MailboxCommands {
   #config: MailboxConfig;
   #settings: SyncSettings;
   #log: Logger;
-  #client: Promise<ImapFlow> | null = null;
-  /** One pooled SMTP connection, kept between sends (login and TLS once, not per message). */
+  #sync: SyncLink;
+  /** The SMTP connection of the current run of sends (login and TLS once, not per message). */
   #transport: ReturnType<typeof nodemailer.createTransport> | null = null;
+  #sending = 0;
+  #idleTimer: NodeJS.Timeout | undefined;
   #closed = false;
 
-  constructor(config: MailboxConfig, settings: SyncSettings, log: Logger) {
+  constructor(config: MailboxConfig, settings: SyncSettings, log: Logger, sync: SyncLink) {
     this.#config = config;
     this.#settings = settings;
     this.#log = log;
+    this.#sync = sync;
   }
 
   close(): void {
     this.#closed = true;
-    this.#transport?.close();
-    this.#transport = null;
-    const client = this.#client;
-    this.#client = null;
-    void client?.then(
-      (c) => c.close(),
-      () => undefined,
-    );
+    this.#closeSmtp();
   }
 
-  /** The command connection, (re)opened when missing or closed. */
-  async #imap(): Promise<ImapFlow> {
-    if (this.#closed) throw new GatewayError('provider_error', 'the account is no longer held by this gateway');
-    const current = this.#client ? await this.#client.catch(() => null) : null;
-    if (current?.usable) return current;
-    const { imap } = this.#config;
-    const opening = openImap(
-      imapOptions(imap, { timeoutMs: this.#settings.connectTimeoutMs }, { disableAutoIdle: true }),
-    );
-    this.#client = opening;
-    try {
-      const client = await opening;
-      client.on('close', () => {
-        if (this.#client === opening) this.#client = null;
-      });
-      return client;
-    } catch (err) {
-      if (this.#client === opening) this.#client = null;
-      throw classifyError(err, 'IMAP', imap.host, imap.port);
-    }
+  #closeSmtp(): void {
+    clearTimeout(this.#idleTimer);
+    this.#transport?.close();
+    this.#transport = null;
   }
 
   /** IMAP work; a failure of the server becomes a GatewayError the Worker maps onto the API. */
   async #withImap<T>(work: (client: ImapFlow) => Promise<T>): Promise<T> {
-    const client = await this.#imap();
+    if (this.#closed) throw new GatewayError('provider_error', 'the account is no longer held by this gateway');
     try {
-      return await work(client);
+      const shared = this.#sync.commandConnection();
+      if (shared) return await shared.turn(work);
+      return await this.#onOwnConnection(work);
     } catch (err) {
       if (err instanceof GatewayError) throw err;
       const { imap } = this.#config;
@@ -79,6 +72,18 @@ export class MailboxCommands {
         );
       }
       throw classifyError(err, 'IMAP', imap.host, imap.port);
+    }
+  }
+
+  /** While no session is up (it is reconnecting): a connection for this command alone. */
+  async #onOwnConnection<T>(work: (client: ImapFlow) => Promise<T>): Promise<T> {
+    const client = await openImap(
+      imapOptions(this.#config.imap, { timeoutMs: this.#settings.connectTimeoutMs }, { disableAutoIdle: true }),
+    );
+    try {
+      return await work(client);
+    } finally {
+      await client.logout().catch(() => client.close());
     }
   }
 
@@ -103,28 +108,43 @@ export class MailboxCommands {
       // The message is out: answering with an error would make clients send it again.
       this.#log.warn('sent, but the Sent copy could not be stored', { path: appendTo, ...errorFields(err) });
       return result;
+    } finally {
+      // The Sent copy or the draft is synced at once (Gmail files its own copy: seen there or at the next poll).
+      this.#sync.changed([appendTo]);
     }
   }
 
   async #smtp(message: OutgoingMessage, raw: Buffer): Promise<void> {
     const { smtp } = this.#config;
+    clearTimeout(this.#idleTimer);
     this.#transport ??= nodemailer.createTransport({
       ...smtpOptions(smtp, this.#settings.connectTimeoutMs),
       pool: true,
       maxConnections: 1,
     });
+    const transport = this.#transport;
     const recipients = [...message.to, ...message.cc, ...message.bcc].map((a) => a.address);
+    this.#sending++;
     try {
-      await this.#transport.sendMail({ envelope: { from: message.from.address, to: recipients }, raw });
+      await transport.sendMail({ envelope: { from: message.from.address, to: recipients }, raw });
     } catch (err) {
       // Start the next send on a fresh connection.
-      this.#transport?.close();
-      this.#transport = null;
+      if (this.#transport === transport) this.#closeSmtp();
+      else transport.close();
       const failure = classifySendError(err, smtp.host, smtp.port);
       // A refusal (a reply code) or a failed connect is final; a link broken mid-transaction is not.
       const e = err as { responseCode?: unknown; command?: unknown };
       failure.mayHaveSent = typeof e.responseCode !== 'number' && e.command !== 'CONN';
       throw failure;
+    } finally {
+      this.#sending--;
+      if (this.#sending === 0 && this.#transport) {
+        clearTimeout(this.#idleTimer);
+        this.#idleTimer = setTimeout(() => {
+          if (this.#sending === 0) this.#closeSmtp();
+        }, this.#settings.smtpIdleMs);
+        this.#idleTimer.unref();
+      }
     }
   }
 
@@ -135,6 +155,17 @@ export class MailboxCommands {
    * since this connection's last command is seen too).
    */
   async modify(steps: ModifyStep[]): Promise<ModifyResult> {
+    const touched = steps.flatMap((step) =>
+      step.type === 'copy' || step.type === 'move' ? [step.path, step.destination] : [step.path],
+    );
+    try {
+      return await this.#modify(steps);
+    } finally {
+      this.#sync.changed([...new Set(touched)]);
+    }
+  }
+
+  async #modify(steps: ModifyStep[]): Promise<ModifyResult> {
     return this.#withImap(async (client) => {
       const uids: (number | null)[] = [];
       for (const step of steps) {

@@ -8,6 +8,7 @@ const BENCHES: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   latency: () => import('./latency.bench.ts'),
   query: () => import('./query.bench.ts'),
   webhooks: () => import('./webhooks.bench.ts'),
+  memory: () => import('./memory.bench.ts'),
 };
 
 const wanted = process.argv.slice(2);

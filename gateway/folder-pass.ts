@@ -1,0 +1,311 @@
+/**
+ * The pass over one folder (coalesced per folder: a request during a pass schedules exactly one
+ * more). It reports, in this order: what changed among known messages (flags, expunges; read
+ * first), new messages (UID > cursor), then the flags, expunges and the new cursor. When a pass
+ * finds expunged messages it first fetches new mail in every other folder, so that a MOVE reaches
+ * the Worker as "appeared there" before "vanished here"; every arrival relayed meanwhile carries
+ * the expunges still to come (`vanishing`).
+ */
+import type { ImapFlow } from 'imapflow';
+import {
+  MAX_BATCH_BYTES,
+  MAX_BATCH_MESSAGES,
+  type Change,
+  type FolderCursor,
+  type FolderInfo,
+  type MessageIn,
+} from '../common/relay.ts';
+import { Coalescer } from './async.ts';
+import { uidsUpTo, type FolderChanges, type FolderStatus, type PassTail } from './folder-changes.ts';
+import { isSelectable, STATUS_QUERY, type ServerFeatures } from './imap.ts';
+import { errorFields, type Logger } from './log.ts';
+import { hasUid, MESSAGE_OVERHEAD_BYTES, messageQuery, toRelayed, type StageSource } from './messages.ts';
+import { Aborted } from './worker-client.ts';
+
+/** What a pass needs of its session (gateway/session.ts). */
+export interface PassHost {
+  readonly log: Logger;
+  readonly cursors: Map<string, FolderCursor>;
+  readonly changes: FolderChanges;
+  readonly stage: StageSource;
+  features(): ServerFeatures;
+  listing(): Map<string, FolderInfo>;
+  isClosed(): boolean;
+  /**
+   * Runs `work` with the folder selected read-only, on its IDLE connection or in a turn of the
+   * command connection; `fresh`: the folder was selected (EXAMINE) for this work.
+   */
+  inFolder<T>(path: string, work: (client: ImapFlow, fresh: boolean) => Promise<T>): Promise<T>;
+  /** Reads and reports the folder list; `from`: the connection the caller is using already (it holds its turn). */
+  refreshListing(from?: ImapFlow): Promise<FolderInfo[]>;
+  send(changes: Change[]): Promise<void>;
+  fail(err: unknown): void;
+}
+
+export class FolderPasses {
+  #host: PassHost;
+  #runners = new Map<string, Coalescer>();
+  /** Folders whose last pass the server refused (e.g. SELECT answered NO): retried at every poll. */
+  #refused = new Set<string>();
+  /** When the first notification not yet handled by a pass arrived, per folder (for the latency log). */
+  #notifiedAt = new Map<string, number>();
+  /** Expunges found but held back while other folders are caught up (sent as `vanishing` hints). */
+  #pendingExpunges = new Map<string, { uidvalidity: number; uids: number[] }>();
+
+  constructor(host: PassHost) {
+    this.#host = host;
+  }
+
+  /** A notification or a poll for a folder: sync it now (or right after the pass already running). */
+  wake(path: string): Promise<void> {
+    const folder = this.#host.listing().get(path);
+    if (this.#host.isClosed() || !folder || !isSelectable(folder)) return Promise.resolve();
+    if (!this.#notifiedAt.has(path)) this.#notifiedAt.set(path, performance.now());
+    return this.#runner(path)
+      .run()
+      .catch((err: unknown) => this.#passFailed(path, err));
+  }
+
+  isRefused(path: string): boolean {
+    return this.#refused.has(path);
+  }
+
+  /** A folder gone from the listing. */
+  forget(path: string): void {
+    this.#runners.delete(path);
+    this.#refused.delete(path);
+    this.#notifiedAt.delete(path);
+    this.#host.changes.forget(path);
+  }
+
+  #runner(path: string): Coalescer {
+    let runner = this.#runners.get(path);
+    if (!runner) {
+      runner = new Coalescer(() => this.#syncFolder(path));
+      this.#runners.set(path, runner);
+    }
+    return runner;
+  }
+
+  #passFailed(path: string, err: unknown): void {
+    const host = this.#host;
+    if (host.isClosed() || err instanceof Aborted) return;
+    if ((err as { mailboxMissing?: boolean }).mailboxMissing) {
+      // Deleted or renamed meanwhile: the next poll reports the new folder list.
+      host.log.info('folder disappeared', { path });
+      return;
+    }
+    if ((err as { responseStatus?: string }).responseStatus === 'NO') {
+      // One folder the server will not open right now (permissions, a broken mailbox): the rest of
+      // the account goes on, nothing is reported for it, and the next poll tries it again.
+      if (!this.#refused.has(path))
+        host.log.warn('folder refused by the server, retrying', { path, ...errorFields(err) });
+      this.#refused.add(path);
+      return;
+    }
+    host.fail(err);
+  }
+
+  async #syncFolder(path: string): Promise<void> {
+    this.#host.log.debug('pass', { path });
+    await this.#passOver(path);
+    if (this.#refused.delete(path)) this.#host.log.info('folder readable again', { path });
+  }
+
+  async #passOver(path: string): Promise<void> {
+    const host = this.#host;
+    const notifiedAt = this.#notifiedAt.get(path);
+    this.#notifiedAt.delete(path);
+    const found = await host.inFolder(path, async (client, fresh) => {
+      const status = await statusOf(client, path, fresh);
+      const known = host.cursors.get(path);
+      const reset = !!known && known.uidvalidity !== status.uidvalidity;
+      // The Worker learns of a new UIDVALIDITY from the folder list: send it before any message under it.
+      if (reset) await host.refreshListing(client);
+      const base = this.#baseline(path, status);
+      // What changed among the messages the Worker knows is read first: expunges found here ride
+      // along with this folder's new mail as a hint (a message that left and came back under a new
+      // UID stays one email, not a second copy).
+      const tail = await host.changes.read(client, path, { base, lastUid: base.last_uid, status, reset });
+      const gone = host.changes.gone(path, tail);
+      if (gone.length) this.#pendingExpunges.set(path, { uidvalidity: status.uidvalidity, uids: gone });
+      let lastUid: number;
+      try {
+        lastUid = await this.#fetchNew(client, path, status, base);
+      } finally {
+        this.#pendingExpunges.delete(path);
+      }
+      if (lastUid > base.last_uid && notifiedAt !== undefined) {
+        host.log.debug('relayed new mail', {
+          path,
+          last_uid: lastUid,
+          since_notify_ms: Math.round((performance.now() - notifiedAt) * 10) / 10,
+        });
+      }
+      if (tail.removed) return { tail, gone };
+      // A snapshot covers every UID up to the cursor, the new ones included.
+      if (tail.snapshot && lastUid > base.last_uid) tail.snapshot = await uidsUpTo(client, lastUid);
+      await this.#sendTail(path, tail, lastUid);
+      return null;
+    });
+    if (!found) return;
+    // Something was expunged here. If it was moved, its new copy must be reported first, saying
+    // which messages are about to go (the Worker matches an arrival with identical copies to them).
+    if (found.gone.length)
+      this.#pendingExpunges.set(path, { uidvalidity: found.tail.status.uidvalidity, uids: found.gone });
+    try {
+      await this.#catchUpOthers(path);
+    } finally {
+      this.#pendingExpunges.delete(path);
+    }
+    await host.inFolder(path, async (client, fresh) => {
+      const status = await statusOf(client, path, fresh);
+      const lastUid = await this.#fetchNew(client, path, status, this.#baseline(path, status));
+      if (found.tail.snapshot) found.tail.snapshot = await uidsUpTo(client, lastUid);
+      await this.#sendTail(path, found.tail, lastUid);
+    });
+  }
+
+  /** The cursor a pass starts from: the Worker's, or "nothing known" for a new folder or a new UIDVALIDITY. */
+  #baseline(path: string, status: FolderStatus): FolderCursor {
+    const cursor = this.#host.cursors.get(path);
+    if (cursor && cursor.uidvalidity === status.uidvalidity) return cursor;
+    return { path, uidvalidity: status.uidvalidity, last_uid: 0, highest_modseq: null };
+  }
+
+  /**
+   * Fetches and relays every message above the baseline's last UID, in batches. Returns the
+   * folder's last UID (everything up to it has now been relayed or was expunged).
+   */
+  async #fetchNew(client: ImapFlow, path: string, status: FolderStatus, base: FolderCursor): Promise<number> {
+    // STATUS ran before this FETCH, so every UID below its UIDNEXT is covered by it.
+    let lastUid = Math.max(base.last_uid, status.uidnext - 1);
+    // Nothing new by the folder's numbers; numbers that may be behind (STATUS of a selected folder) never skip the FETCH.
+    if (status.exact && status.uidnext !== 0 && status.uidnext <= base.last_uid + 1) return lastUid;
+    const gmail = this.#host.features().gmail;
+    const query = messageQuery(gmail);
+    let batch: MessageIn[] = [];
+    let bytes = 0;
+    // One batch travels to the Worker while the next is fetched; sends stay strictly in order.
+    let inFlight: Promise<void> = Promise.resolve();
+    const flush = async (final: boolean) => {
+      const changes: Change[] = [];
+      const vanishing = [...this.#pendingExpunges].map(([from, e]) => ({ path: from, ...e }));
+      if (batch.length)
+        changes.push({
+          type: 'messages',
+          path,
+          uidvalidity: status.uidvalidity,
+          messages: batch,
+          ...(vanishing.length && { vanishing }),
+        });
+      if (final)
+        changes.push({
+          type: 'cursor',
+          path,
+          uidvalidity: status.uidvalidity,
+          last_uid: lastUid,
+          highest_modseq: base.highest_modseq,
+        });
+      batch = [];
+      bytes = 0;
+      await inFlight;
+      inFlight = this.#host.send(changes);
+      if (final) await inFlight;
+    };
+    let fetched = false;
+    try {
+      for await (const msg of client.fetch(`${base.last_uid + 1}:*`, query, { uid: true })) {
+        // "n:*" also matches the highest UID when it is below n.
+        if (!hasUid(msg) || msg.uid <= base.last_uid) continue;
+        const message = await toRelayed(msg, gmail, this.#host.stage);
+        // A staged source is not in the change, but the Worker reads it back while applying it.
+        const size = (message.staged ? message.size : message.raw.length) + MESSAGE_OVERHEAD_BYTES;
+        if (batch.length && (batch.length >= MAX_BATCH_MESSAGES || bytes + size > MAX_BATCH_BYTES)) await flush(false);
+        batch.push(message);
+        bytes += size;
+        lastUid = Math.max(lastUid, msg.uid);
+        fetched = true;
+      }
+      if (fetched) await flush(true);
+    } catch (err) {
+      inFlight.catch(() => undefined); // the loop's own error is the one to report
+      throw err;
+    }
+    return lastUid;
+  }
+
+  async #sendTail(path: string, tail: PassTail, lastUid: number): Promise<void> {
+    const { uidvalidity, highest_modseq } = tail.status;
+    const changes: Change[] = [];
+    if (tail.flags.length) changes.push({ type: 'flags', path, uidvalidity, updates: tail.flags });
+    if (tail.vanished.length) changes.push({ type: 'vanished', path, uidvalidity, uids: tail.vanished });
+    if (tail.snapshot) changes.push({ type: 'snapshot', path, uidvalidity, uids: tail.snapshot });
+    const cursor = this.#host.cursors.get(path);
+    const moved =
+      !cursor ||
+      cursor.resync === true ||
+      cursor.uidvalidity !== uidvalidity ||
+      cursor.last_uid !== lastUid ||
+      cursor.highest_modseq !== highest_modseq;
+    if (changes.length || moved) {
+      changes.push({ type: 'cursor', path, uidvalidity, last_uid: lastUid, highest_modseq });
+      await this.#host.send(changes);
+    }
+    this.#host.changes.relayed(path, tail);
+  }
+
+  /** Relays new mail of every other folder (one LIST-STATUS, then a fetch where UIDNEXT moved; new folders are reported first). */
+  async #catchUpOthers(except: string): Promise<void> {
+    const host = this.#host;
+    const known = host.listing();
+    const folders = await host.refreshListing();
+    const behind = folders.filter((f) => {
+      if (f.path === except || !known.has(f.path) || !isSelectable(f)) return false;
+      const cursor = host.cursors.get(f.path);
+      return (
+        !cursor || cursor.resync === true || cursor.uidvalidity !== f.uidvalidity || f.uidnext > cursor.last_uid + 1
+      );
+    });
+    host.log.debug('checking other folders first', { path: except, behind: behind.map((f) => f.path).join(',') });
+    await Promise.all(
+      behind.map((f) =>
+        host
+          .inFolder(f.path, async (client, fresh) => {
+            const status = await statusOf(client, f.path, fresh);
+            await this.#fetchNew(client, f.path, status, this.#baseline(f.path, status));
+          })
+          .catch((err: unknown) => this.#passFailed(f.path, err)),
+      ),
+    );
+  }
+}
+
+/**
+ * State of the selected folder. Just selected: the EXAMINE answer. Selected for a while (an IDLE
+ * connection): NOOP, then STATUS, which is not trusted to be current (servers answer it for a
+ * selected folder from the session's own view; Courier's stays stale): its numbers may only be
+ * behind, so they may hold the cursor back (flags re-read, a gap not skipped) but never skip a
+ * FETCH.
+ */
+async function statusOf(client: ImapFlow, path: string, fresh: boolean): Promise<FolderStatus> {
+  const mailbox = client.mailbox;
+  if (fresh && mailbox && mailbox.path === path)
+    return {
+      uidvalidity: Number(mailbox.uidValidity),
+      uidnext: mailbox.uidNext ?? 0,
+      highest_modseq: mailbox.highestModseq !== undefined ? String(mailbox.highestModseq) : null,
+      exact: true,
+    };
+  // NOOP brings the session's view up to date where the server allows (Dovecot: at once instead of
+  // at its notify timer), and makes the following FETCH see the new messages.
+  await client.noop();
+  const st = await client.status(path, { ...STATUS_QUERY });
+  if (!st) throw Object.assign(new Error(`STATUS failed for a folder`), { mailboxMissing: true });
+  return {
+    uidvalidity: Number(st.uidValidity ?? 0),
+    uidnext: st.uidNext ?? 0,
+    highest_modseq: st.highestModseq !== undefined ? String(st.highestModseq) : null,
+    exact: false,
+  };
+}

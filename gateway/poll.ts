@@ -1,0 +1,121 @@
+/**
+ * The poll of the folder list and of the folders without an IDLE connection, every
+ * `pollIntervalMs` on the command connection: one LIST-STATUS (UIDNEXT, MESSAGES, HIGHESTMODSEQ)
+ * for the whole account, then a pass over each folder whose numbers moved since its last pass
+ * (CONDSTORE: HIGHESTMODSEQ also moves with every flag change and expunge). Without CONDSTORE a flag
+ * change moves nothing in STATUS, so every folder without IDLE gets a pass, which re-reads its flags
+ * (gateway/folder-changes.ts). Cost per account and interval: one LIST-STATUS, plus per changed
+ * folder one EXAMINE, FETCH and CLOSE; without CONDSTORE plus one FETCH of every message's flags.
+ */
+import type { FolderCursor, FolderInfo } from '../common/relay.ts';
+import { isSelectable, type ServerFeatures } from './imap.ts';
+import type { Logger } from './log.ts';
+
+/** The folder list last read, and which folders' numbers moved since (whoever read it). */
+export class FolderListing {
+  folders = new Map<string, FolderInfo>();
+  /** Folders gone in the last update. */
+  removed: string[] = [];
+  /** Folders whose UIDNEXT, MESSAGES or HIGHESTMODSEQ moved since the poll last looked. */
+  #moved = new Set<string>();
+  /** The last listing sent lacked a folder the one before had: the next listing is sent to confirm it. */
+  #removalUnconfirmed = false;
+
+  replace(folders: FolderInfo[]): void {
+    this.folders = new Map(folders.map((f) => [f.path, f]));
+  }
+
+  /** Takes a new listing; true when it must be reported to the Worker. */
+  update(folders: FolderInfo[]): boolean {
+    const previous = this.folders;
+    const unchanged =
+      folders.length === previous.size &&
+      folders.every((f) => previous.has(f.path) && listingKey(f) === listingKey(previous.get(f.path)!));
+    for (const f of folders) {
+      const last = previous.get(f.path);
+      if (!last || last.uidnext !== f.uidnext || last.highest_modseq !== f.highest_modseq || last.total !== f.total)
+        this.#moved.add(f.path);
+    }
+    this.removed = [...previous.keys()].filter((path) => !folders.some((f) => f.path === path));
+    // The Worker deletes a folder only when a second listing confirms it is gone: after a listing
+    // that lost a folder, the next one is sent even when nothing changed.
+    const report = !unchanged || this.#removalUnconfirmed;
+    this.#removalUnconfirmed = !unchanged && this.removed.length > 0;
+    this.replace(folders);
+    return report;
+  }
+
+  /** Whether the folder's numbers moved since the last call for it. */
+  takeMoved(path: string): boolean {
+    return this.#moved.delete(path);
+  }
+}
+
+export interface PollDeps {
+  refresh(): Promise<FolderInfo[]>;
+  listing: FolderListing;
+  cursors: Map<string, FolderCursor>;
+  features(): ServerFeatures;
+  watched(path: string): boolean;
+  isRefused(path: string): boolean;
+  wake(path: string): void;
+  fail(err: unknown): void;
+  log: Logger;
+}
+
+export class Poller {
+  #intervalMs: number;
+  #deps: PollDeps;
+  #timer: NodeJS.Timeout | undefined;
+  #stopped = false;
+
+  constructor(intervalMs: number, deps: PollDeps) {
+    this.#intervalMs = intervalMs;
+    this.#deps = deps;
+  }
+
+  start(): void {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(() => {
+      this.#poll().then(
+        () => this.start(),
+        (err: unknown) => this.#deps.fail(err),
+      );
+    }, this.#intervalMs);
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+  }
+
+  async #poll(): Promise<void> {
+    const deps = this.#deps;
+    const folders = await deps.refresh();
+    // Without CONDSTORE nothing in STATUS shows a flag change: the folders without IDLE are re-read.
+    const scanFlags = !deps.features().condstore;
+    for (const folder of folders) {
+      if (!isSelectable(folder)) continue;
+      const cursor = deps.cursors.get(folder.path);
+      const moved = deps.listing.takeMoved(folder.path);
+      const behind =
+        !cursor ||
+        cursor.resync === true ||
+        cursor.uidvalidity !== folder.uidvalidity ||
+        folder.uidnext > cursor.last_uid + 1 ||
+        (folder.highest_modseq !== null &&
+          cursor.highest_modseq !== null &&
+          folder.highest_modseq !== cursor.highest_modseq);
+      const scan = scanFlags && !deps.watched(folder.path);
+      if (moved || behind || scan || deps.isRefused(folder.path)) {
+        deps.log.debug('poll wakes', { path: folder.path, moved, behind, scan });
+        deps.wake(folder.path);
+      }
+    }
+  }
+}
+
+/** The parts of a folder that the `folders` change carries and the Worker stores. */
+function listingKey(f: FolderInfo): string {
+  return JSON.stringify([f.path, f.delimiter, f.flags, f.special_use, f.uidvalidity, f.total]);
+}

@@ -1,0 +1,113 @@
+/**
+ * Memory and connections of idle accounts: one gateway with its default settings holds N idle
+ * accounts (BENCH_MEMORY_ACCOUNTS, default 1,000) on the test Dovecot. Prints the gateway's RSS with
+ * no account (base), the RSS each idle account adds, and the IMAP connections per account as
+ * Dovecot counts them (`doveadm who`). Nothing asserted: issue 16's goal is <= 150 KB per account,
+ * base <= 80 MB, <= 2 IMAP connections per account. BENCH_MEMORY_GATEWAY_ENV (JSON) adds environment
+ * to the gateway's, e.g. '{"NODE_OPTIONS":""}' for V8's default young generation.
+ */
+import { readFileSync } from 'node:fs';
+import { DEFAULT_USERS, startMailServer, type MailServer } from '../mailserver/mailserver.ts';
+import { connectMailbox } from '../node/connect.ts';
+import { eventually, startService, type GatewayProcess, type Service } from '../node/service.ts';
+
+const ACCOUNTS = Number(process.env.BENCH_MEMORY_ACCOUNTS ?? 1_000);
+/** Accounts connected at once (each connect verifies the mailbox over IMAP and SMTP first). */
+const CONNECT_CONCURRENCY = 8;
+/** Idle time before the measurement: a few poll intervals (15 s by default). */
+const SETTLE_MS = Number(process.env.BENCH_MEMORY_SETTLE_MS ?? 45_000);
+
+const MiB = 1024 * 1024;
+
+function rssOf(gateway: GatewayProcess): number {
+  const status = readFileSync(`/proc/${gateway.child.pid}/status`, 'utf8');
+  const kb = Number(/VmRSS:\s+(\d+)\s+kB/.exec(status)?.[1] ?? Number.NaN);
+  return kb * 1024;
+}
+
+/** RSS samples over `ms`: the median (a GC may run in between). */
+async function steadyRss(gateway: GatewayProcess, ms: number): Promise<number> {
+  const samples: number[] = [];
+  for (const end = Date.now() + ms; Date.now() < end; ) {
+    samples.push(rssOf(gateway));
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  samples.sort((a, b) => a - b);
+  return samples[Math.floor(samples.length / 2)]!;
+}
+
+async function connectionsPerUser(mail: MailServer, users: Set<string>): Promise<number[]> {
+  const out = await mail.doveadm(['who', '-1']);
+  const counts = new Map<string, number>();
+  for (const line of out.split('\n').slice(1)) {
+    const [user, proto] = line.trim().split(/\s+/);
+    if (user && proto === 'imap' && users.has(user)) counts.set(user, (counts.get(user) ?? 0) + 1);
+  }
+  return [...users].map((u) => counts.get(u) ?? 0);
+}
+
+export async function run(): Promise<void> {
+  const users = Array.from({ length: ACCOUNTS }, (_, i) => `idle${String(i).padStart(4, '0')}`);
+  const mail = await startMailServer({
+    users: [...DEFAULT_USERS, ...users],
+    maxImapConnections: ACCOUNTS * 3 + 200,
+  });
+  let service: Service | undefined;
+  try {
+    service = await startService();
+    // The V8 setting `npm run gateway` and `npm start` launch the gateway with (README "Configuration").
+    const nodeOptions = ['--max-semi-space-size=1'];
+    if (process.env.BENCH_MEMORY_SNAPSHOT === '1') nodeOptions.push('--heapsnapshot-signal=SIGUSR2');
+    const gateway = service.startGateway('bench-memory', {
+      NODE_EXTRA_CA_CERTS: mail.caFile,
+      NODE_OPTIONS: nodeOptions.join(' '),
+      // To compare runtime settings (e.g. V8's --max-semi-space-size, glibc's MALLOC_ARENA_MAX).
+      ...(process.env.BENCH_MEMORY_GATEWAY_ENV && JSON.parse(process.env.BENCH_MEMORY_GATEWAY_ENV)),
+    });
+    // The gateway is up once it takes an account: connect one user that is not measured, then drop it.
+    const probe = await connectMailbox(service, mail.info(), 'alice');
+    await service.api('DELETE', `/accounts/${probe.id}`);
+    await eventually(async () => (await connectionsPerUser(mail, new Set(['alice'])))[0] === 0, {
+      what: 'the probe account closed',
+      timeoutMs: 60_000,
+      intervalMs: 500,
+    });
+    const base = await steadyRss(gateway, 10_000);
+    console.log(`base RSS (no account): ${(base / MiB).toFixed(1)} MiB`);
+
+    const t0 = performance.now();
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: CONNECT_CONCURRENCY }, async () => {
+        while (next < users.length) {
+          const user = users[next++]!;
+          await connectMailbox(service!, mail.info(), user);
+        }
+      }),
+    );
+    await eventually(
+      () =>
+        service!.query<{ n: number }>("SELECT COUNT(*) AS n FROM accounts WHERE status = 'running'")[0]?.n === ACCOUNTS,
+      { what: `${ACCOUNTS} running accounts`, timeoutMs: 600_000, intervalMs: 1000 },
+    );
+    console.log(`connected ${ACCOUNTS} accounts in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+
+    const rss = await steadyRss(gateway, SETTLE_MS);
+    const perAccount = (rss - base) / ACCOUNTS;
+    const counts = await connectionsPerUser(mail, new Set(users));
+    const total = counts.reduce((a, b) => a + b, 0);
+    console.log(`RSS with ${ACCOUNTS} idle accounts: ${(rss / MiB).toFixed(1)} MiB`);
+    console.log(`RSS per idle account: ${(perAccount / 1024).toFixed(1)} KiB`);
+    if (process.env.BENCH_MEMORY_SNAPSHOT === '1') {
+      // The gateway was started with --heapsnapshot-signal: its heap goes to a file in its working directory.
+      gateway.child.kill('SIGUSR2');
+      await new Promise((r) => setTimeout(r, 20_000));
+    }
+    console.log(
+      `IMAP connections per account (doveadm who): mean ${(total / ACCOUNTS).toFixed(2)}, max ${Math.max(...counts)}, min ${Math.min(...counts)}`,
+    );
+  } finally {
+    await service?.stop();
+    await mail.stop();
+  }
+}

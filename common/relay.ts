@@ -386,5 +386,5 @@ export type GatewayToWorker = z.infer<typeof GatewayToWorker>;
 
 /** Keep a change batch under this many bytes of JSON (raw sources included); a bigger message goes alone. */
 export const MAX_BATCH_BYTES = 8 * 1024 * 1024;
-/** At most this many messages per batch. */
-export const MAX_BATCH_MESSAGES = 25;
+/** At most this many messages per batch (the Worker writes a change set-based: a few D1 statements and one R2 object). */
+export const MAX_BATCH_MESSAGES = 500;

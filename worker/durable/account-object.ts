@@ -25,6 +25,7 @@ import { InitialSync } from '../sync/initial-sync.ts';
 import { deleteDueOrphans, nextOrphanDue, ORPHAN_GRACE_MS } from '../sync/orphans.ts';
 import { runChanges } from '../sync/run-changes.ts';
 import type { ChangeResult } from '../sync/state.ts';
+import { countingEnv, logStats, newStats, type SyncStats } from '../sync/stats.ts';
 import { answerOf, callHolder, COMMAND_BUDGET, sendBudget, type CommandAnswer } from '../commands/holder.ts';
 import { applyModify, planModify, type ModifyWanted } from '../commands/modify.ts';
 import { notFound } from '../lib/errors.ts';
@@ -211,24 +212,27 @@ export class AccountObject extends DurableObject<Env> {
         const due = await nextOrphanDue(this.env, context.accountId);
         if (due !== null) await this.alarmAt(due);
       }
-      const applier = new ChangeApplier(this.env, context, this.store.loadCursors(), this.store.loadInitialSync());
+      const stats = newStats();
+      const env = countingEnv(this.env, stats);
+      const applier = new ChangeApplier(env, context, this.store.loadCursors(), this.store.loadInitialSync(), stats);
       await applier.loadFolders();
       await runChanges(
         {
           applier,
           store: this.store,
-          commit: (result) => this.commit(result),
+          commit: (result) => this.commit(result, env, stats),
           skipped: (where, reason) => this.recordSkipped(context.accountId, where, reason),
         },
         changes,
       );
+      if (stats.messages) logStats(stats);
       return { ok: true, value: this.cursors() };
     });
   }
 
   /** R2 and D1 (sync/commit.ts), then the orphan alarm, then the events go to the queue. */
-  private async commit(result: ChangeResult): Promise<void> {
-    await writeResult(this.env, result);
+  private async commit(result: ChangeResult, env: Env = this.env, stats?: SyncStats): Promise<void> {
+    await writeResult(env, result, stats);
     if (result.orphans.length) await this.alarmAt(Date.now() + ORPHAN_GRACE_MS);
     this.dispatch(result.events);
   }

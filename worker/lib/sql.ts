@@ -14,3 +14,29 @@ export function chunks<T>(items: T[], size: number = PARAM_CHUNK): T[][] {
 
 /** `?,?,…` for an `IN (…)` list or a VALUES row of `n` bound parameters. */
 export const placeholders = (n: number): string => Array.from({ length: n }, () => '?').join(',');
+
+/** Characters of JSON bound to one statement: at most 1.8 MB as UTF-8 (D1 takes 2 MB per value). */
+export const JSON_PARAM_CHARS = 600_000;
+
+/** The items as JSON arrays of at most `limit` characters each (an item larger than that goes alone). */
+export function jsonChunks(items: unknown[], limit: number = JSON_PARAM_CHARS): string[] {
+  const out: string[] = [];
+  let part: string[] = [];
+  let size = 2;
+  for (const item of items) {
+    const text = JSON.stringify(item);
+    if (part.length && size + text.length + 1 > limit) {
+      out.push(`[${part.join(',')}]`);
+      part = [];
+      size = 2;
+    }
+    part.push(text);
+    size += text.length + 1;
+  }
+  if (part.length) out.push(`[${part.join(',')}]`);
+  return out;
+}
+
+/** `json_extract(value, '$[0]') AS a, …`: the columns of one json_each row. */
+export const jsonColumns = (names: readonly string[], source = 'value'): string =>
+  names.map((name, i) => `json_extract(${source}, '$[${i}]') AS ${name}`).join(', ');

@@ -81,9 +81,29 @@ export class WorkerClient {
     return this.#post(`${accountPath(accountId)}/lease`, body, LeaseResponse, opts);
   }
 
-  changes(accountId: string, changes: Change[], opts?: PostOptions) {
-    const body: ChangesRequest = { gateway_id: this.gatewayId, changes };
-    return this.#post(`${accountPath(accountId)}/changes`, body, ChangesResponse, opts);
+  /** One batch of changes; its cost is logged at debug level (`relay changes`: what `npm run bench sync` sums). */
+  async changes(accountId: string, changes: Change[], opts?: PostOptions) {
+    const start = performance.now();
+    const body = JSON.stringify({ gateway_id: this.gatewayId, changes } satisfies ChangesRequest);
+    const encoded = performance.now();
+    const response = await this.#send(
+      'POST',
+      `${accountPath(accountId)}/changes`,
+      body,
+      'application/json',
+      ChangesResponse,
+      opts,
+    );
+    const messages = changes.reduce((n, c) => n + (c.type === 'messages' ? c.messages.length : 0), 0);
+    if (messages)
+      this.#log.debug('relay changes', {
+        account: accountId,
+        messages,
+        bytes: body.length,
+        encode_ms: Math.round((encoded - start) * 10) / 10,
+        round_trip_ms: Math.round((performance.now() - encoded) * 10) / 10,
+      });
+    return response;
   }
 
   async status(accountId: string, status: AccountStatus, error: string | null, opts?: PostOptions): Promise<void> {

@@ -215,6 +215,7 @@ export class AccountObject extends DurableObject<Env> {
       const stats = newStats();
       const env = countingEnv(this.env, stats);
       const applier = new ChangeApplier(env, context, this.store.loadCursors(), this.store.loadInitialSync(), stats);
+      const start = performance.now();
       await applier.loadFolders();
       await runChanges(
         {
@@ -225,6 +226,7 @@ export class AccountObject extends DurableObject<Env> {
         },
         changes,
       );
+      stats.applyMs = performance.now() - start;
       if (stats.messages) logStats(stats);
       return { ok: true, value: this.cursors() };
     });

@@ -20,16 +20,24 @@ export function insertRows(
   return jsonChunks(rows).map((json) => db.prepare(sql).bind(json));
 }
 
-const EVENT_COLUMNS = ['id', 'type', 'account_id', 'data_json', 'created_at'] as const;
-
-/** Outbox rows of events, in their order (the feed orders by insertion). */
+/**
+ * Outbox rows of events, in their order, numbered here from the feed's counter (the same numbers
+ * the `events_number` trigger would give one by one; migration 0011 leaves numbered rows to us).
+ */
 export function eventRows(db: D1Database, events: OutboxEvent[]): D1PreparedStatement[] {
-  return insertRows(
-    db,
-    'events',
-    EVENT_COLUMNS,
-    events.map((e) => [e.id, e.type, e.account_id, JSON.stringify(e.data), e.created_at]),
-  );
+  const rows = events.map((e) => [e.id, e.type, e.account_id, JSON.stringify(e.data), e.created_at]);
+  return jsonChunks(rows).flatMap((json) => [
+    db
+      .prepare(
+        `INSERT INTO events (id, type, account_id, data_json, created_at, seq)
+         SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+                json_extract(value, '$[3]'), json_extract(value, '$[4]'),
+                (SELECT last FROM event_sequence WHERE id = 1) + key + 1
+         FROM json_each(?)`,
+      )
+      .bind(json),
+    db.prepare('UPDATE event_sequence SET last = last + json_array_length(?) WHERE id = 1').bind(json),
+  ]);
 }
 
 /**

@@ -50,7 +50,7 @@ const blobDigest = async (accountId: string, identity: string): Promise<string> 
 /** The row of a new email; its bytes go to `blobs` (a segment, or objects of their own). */
 export async function buildEmailRow(e: NewEmail, raw: Uint8Array, blobs: BlobWriter): Promise<EmailRow> {
   const { mail, message, accountId } = e;
-  const digest = await blobDigest(accountId, e.identity);
+  const digest = blobs.ownKeys ? await blobDigest(accountId, e.identity) : '';
   const dateMs = mail.date_ms ?? (Date.parse(message.internal_date) || Date.now());
   const isDraft = e.flags.draft || e.folder.role === 'DRAFTS';
 
@@ -112,7 +112,7 @@ export async function buildEmailRow(e: NewEmail, raw: Uint8Array, blobs: BlobWri
 
 /** Attachment rows of a new email; each attachment's bytes go to `blobs`. */
 export async function attachmentRows(row: EmailRow, mail: ParsedMessage, blobs: BlobWriter): Promise<AttachmentRow[]> {
-  const digest = mail.attachments.length ? await blobDigest(row.account_id, row.identity) : '';
+  const digest = mail.attachments.length && blobs.ownKeys ? await blobDigest(row.account_id, row.identity) : '';
   return mail.attachments.map((a, index) => {
     const key = blobs.put(
       blobKeys.attachment(row.account_id, digest, index),

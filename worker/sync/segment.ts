@@ -11,6 +11,8 @@ import { blobKeys } from '../emails/store.ts';
 import type { ChangeResult } from './state.ts';
 
 export interface BlobWriter {
+  /** Whether blobs get objects (and keys) of their own; a segment needs none. */
+  readonly ownKeys: boolean;
   /** Keeps `body`; answers the reference to store. `key`: its own object's key, when it gets one. */
   put(key: string, body: Uint8Array | string, contentType: string): string;
 }
@@ -18,6 +20,7 @@ export interface BlobWriter {
 const utf8 = new TextEncoder();
 
 export class Segment implements BlobWriter {
+  readonly ownKeys = false;
   readonly key: string;
   private parts: Uint8Array[] = [];
   private size = 0;
@@ -58,6 +61,7 @@ export class Segment implements BlobWriter {
 }
 
 export class SeparateObjects implements BlobWriter {
+  readonly ownKeys = true;
   private readonly result: ChangeResult;
 
   constructor(result: ChangeResult) {

@@ -19,6 +19,8 @@ export interface SyncStats {
   buildMs: number;
   r2Ms: number;
   d1Ms: number;
+  /** The whole batch, as the account's object ran it. */
+  applyMs: number;
 }
 
 export const newStats = (): SyncStats => ({
@@ -32,6 +34,7 @@ export const newStats = (): SyncStats => ({
   buildMs: 0,
   r2Ms: 0,
   d1Ms: 0,
+  applyMs: 0,
 });
 
 type TimedStage = 'parseMs' | 'lookupMs' | 'buildMs' | 'r2Ms' | 'd1Ms';

@@ -5,7 +5,7 @@
 // message are counted too, and what was written is read back through the API (segments by byte range).
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
-import { MAX_BATCH_BYTES, MAX_BATCH_MESSAGES, type MessageIn } from '../../common/relay.ts';
+import { type Change, MAX_BATCH_BYTES, MAX_BATCH_MESSAGES, type MessageIn } from '../../common/relay.ts';
 import { api } from './helpers.ts';
 import { invocation, LIMITS, meterObject, newMeter, type Meter } from './metered.ts';
 import { createSyncedAccount, messageIn, outbox, rawMessage } from './sync-helpers.ts';
@@ -17,6 +17,12 @@ async function leasedAccount() {
   await meterObject(account.stub, env, meter);
   return { ...account, meter };
 }
+
+/** One call of the account object's applyChanges, metered as one invocation. */
+const applyIn = (meter: Meter, stub: Awaited<ReturnType<typeof createSyncedAccount>>['stub'], changes: Change[]) =>
+  invocation(meter, async () => {
+    await stub.applyChanges('gw-1', changes);
+  });
 
 const countOf = async (sql: string, ...params: unknown[]) =>
   (await env.DB.prepare(sql)
@@ -57,9 +63,7 @@ describe('the largest change, in one invocation', () => {
   }, async () => {
     const { id, stub, meter } = await leasedAccount();
     const apply = (messages: MessageIn[]) =>
-      invocation(meter, () =>
-        stub.applyChanges('gw-1', [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages }]),
-      );
+      applyIn(meter, stub, [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages }]);
     const first = mail(1, MAX_BATCH_MESSAGES);
     await apply(first.messages);
     within(meter, `${MAX_BATCH_MESSAGES} new messages`);
@@ -110,9 +114,7 @@ describe('the largest change, in one invocation', () => {
     // Every message carries a ~190 KB attachment (base64 in the source: ~256 KB): 32 fill the batch.
     const count = Math.floor(MAX_BATCH_BYTES / (256 * 1024));
     const { messages } = mail(3, count, 190 * 1024);
-    await invocation(meter, () =>
-      stub.applyChanges('gw-1', [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages }]),
-    );
+    await applyIn(meter, stub, [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages }]);
     within(meter, `${count} messages of ~256 KB`);
     expect(await countOf('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?', id)).toBe(count);
   });
@@ -128,18 +130,12 @@ describe('the largest change, in one invocation', () => {
     // The arriving side first (with the expunges to come), then the expunge, then flags in the new place.
     const arrived = messages.map((m, k) => ({ ...m, uid: 1000 + k }));
     const vanishing = [{ path: 'INBOX', uidvalidity: 1, uids }];
-    await invocation(meter, () =>
-      stub.applyChanges('gw-1', [{ type: 'messages', path: 'Archive', uidvalidity: 1, messages: arrived, vanishing }]),
-    );
+    await applyIn(meter, stub, [{ type: 'messages', path: 'Archive', uidvalidity: 1, messages: arrived, vanishing }]);
     within(meter, `the arrivals of a move of ${MAX_BATCH_MESSAGES}`);
-    await invocation(meter, () =>
-      stub.applyChanges('gw-1', [{ type: 'vanished', path: 'INBOX', uidvalidity: 1, uids }]),
-    );
+    await applyIn(meter, stub, [{ type: 'vanished', path: 'INBOX', uidvalidity: 1, uids }]);
     within(meter, `the expunges of a move of ${MAX_BATCH_MESSAGES}`);
     const updates = arrived.map((m) => ({ uid: m.uid, flags: ['\\Seen', '\\Flagged'] }));
-    await invocation(meter, () =>
-      stub.applyChanges('gw-1', [{ type: 'flags', path: 'Archive', uidvalidity: 1, updates }]),
-    );
+    await applyIn(meter, stub, [{ type: 'flags', path: 'Archive', uidvalidity: 1, updates }]);
     within(meter, `flags of ${MAX_BATCH_MESSAGES}`);
 
     const after = await env.DB.prepare('SELECT id FROM emails WHERE account_id = ? ORDER BY id').bind(id).all();

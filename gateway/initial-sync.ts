@@ -89,16 +89,31 @@ async function pullFolder(folder: PlanFolder, since: number, deps: PullDeps): Pr
         inWindow.push({ uid: msg.uid, size: msg.size ?? 0 });
     }
     inWindow.sort((a, b) => b.uid - a.uid);
-    for (const page of pages(inWindow)) {
-      const messages: MessageIn[] = [];
-      for await (const msg of client.fetch(uidSet(page), messageQuery(deps.gmail), { uid: true }))
-        if (hasUid(msg)) messages.push(await toRelayed(msg, deps.gmail, deps.stage));
-      messages.sort((a, b) => b.uid - a.uid);
-      if (messages.length)
-        await deps.send([
-          { type: 'messages', path: folder.path, uidvalidity: folder.uidvalidity, messages, initial_sync: true },
-        ]);
-      folder.below_uid = Math.min(folder.below_uid, ...page);
+    // One page travels to the Worker while the next is fetched (as the live sync does); sends stay in order.
+    let inFlight: Promise<void> = Promise.resolve();
+    try {
+      for (const page of pages(inWindow)) {
+        const messages: MessageIn[] = [];
+        for await (const msg of client.fetch(uidSet(page), messageQuery(deps.gmail), { uid: true }))
+          if (hasUid(msg)) messages.push(await toRelayed(msg, deps.gmail, deps.stage));
+        messages.sort((a, b) => b.uid - a.uid);
+        await inFlight;
+        const lowest = Math.min(...page);
+        const change: Change = {
+          type: 'messages',
+          path: folder.path,
+          uidvalidity: folder.uidvalidity,
+          messages,
+          initial_sync: true,
+        };
+        inFlight = (messages.length ? deps.send([change]) : Promise.resolve()).then(() => {
+          folder.below_uid = Math.min(folder.below_uid, lowest);
+        });
+      }
+      await inFlight;
+    } catch (err) {
+      inFlight.catch(() => undefined); // the loop's own error is the one to report
+      throw err;
     }
     return inWindow.length;
   } finally {

@@ -19,7 +19,7 @@ export const placeholders = (n: number): string => Array.from({ length: n }, () 
 export const JSON_PARAM_BYTES = 1_800_000;
 
 /** UTF-8 length of a string, at most over-counted (each non-ASCII UTF-16 unit counted as 3 bytes). */
-const utf8Bound = (text: string): number => text.length + 2 * (text.match(/[^\x00-\x7f]/g)?.length ?? 0);
+const utf8Bound = (text: string): number => text.length + 2 * (text.match(/[\u0080-\uffff]/g)?.length ?? 0);
 
 /** The items as JSON arrays of at most `limit` UTF-8 bytes each (an item larger than that goes alone). */
 export function jsonChunks(items: unknown[], limit: number = JSON_PARAM_BYTES): string[] {

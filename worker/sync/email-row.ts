@@ -27,7 +27,8 @@ const ADDRESSES_MAX = 1_000;
 const REFERENCES_MAX = 200;
 
 const utf8 = new TextEncoder();
-const utf8Length = (text: string): number => utf8.encode(text).byteLength;
+/** UTF-8 length, measured only when it could matter (a UTF-16 unit is at most 3 bytes). */
+const utf8Over = (text: string, max: number): boolean => text.length * 3 > max && utf8.encode(text).byteLength > max;
 
 const stored = (a: ParsedAddress): StoredAddress => ({ address: a.address, name: a.name ?? '' });
 const storedList = (list: ParsedAddress[]): string => JSON.stringify(list.slice(0, ADDRESSES_MAX).map(stored));
@@ -59,8 +60,8 @@ export async function buildEmailRow(e: NewEmail, raw: Uint8Array, blobs: BlobWri
     ? blobKeys.staged(accountId, message.staged)
     : blobs.put(blobKeys.raw(accountId, digest), raw, 'message/rfc822');
   const headersJson = JSON.stringify(mail.headers);
-  const bodiesOutside = utf8Length(mail.html) + utf8Length(mail.plain) > INLINE_BODY_MAX_BYTES;
-  const headersOutside = utf8Length(headersJson) > INLINE_HEADERS_MAX_BYTES;
+  const bodiesOutside = utf8Over(mail.html + mail.plain, INLINE_BODY_MAX_BYTES);
+  const headersOutside = utf8Over(headersJson, INLINE_HEADERS_MAX_BYTES);
   let bodyKey: string | null = null;
   if (bodiesOutside || headersOutside) {
     const outside: StoredBodies = {

@@ -4,6 +4,7 @@
  * Gateway → Worker: signed HTTP POSTs under /internal/gateway/ (see `signing.ts`), JSON bodies
  * validated with the schemas below.
  *   POST /internal/gateway/heartbeat                    HeartbeatRequest        → HeartbeatResponse
+ *   POST /internal/gateway/release                      ReleaseRequest          → { ok: true }
  *   POST /internal/gateway/accounts/{id}/lease          LeaseRequest            → LeaseResponse
  *   POST /internal/gateway/accounts/{id}/changes        ChangesRequest          → ChangesResponse
  *   POST /internal/gateway/accounts/{id}/status         StatusRequest           → { ok: true }
@@ -12,7 +13,7 @@
  *   POST /internal/gateway/accounts/{id}/outcomes       SendOutcome             → { ok: true }
  *
  * Worker → Gateway: each gateway keeps one WebSocket open to the Worker
- *   GET  /internal/gateway/connect?gateway_id=…&t=…&sig=…   (signature over "CONNECT <gateway_id> <t>")
+ *   GET  /internal/gateway/connect?gateway_id=…&instance=…   (signed in headers, like every call)
  * on which the Worker sends `WorkerToGateway` requests and the gateway answers with
  * `GatewayToWorker` responses carrying the same `id`.
  *
@@ -185,18 +186,32 @@ export type FolderCursor = z.infer<typeof FolderCursor>;
 // ---------------------------------------------------------------------------------------------
 // Gateway → Worker (HTTP)
 
-export const HeartbeatRequest = z.object({
+/**
+ * Who is calling: the gateway id (GATEWAY_ID, or a unique default per process) and the process's
+ * random instance id. An id belongs to one live process at a time: calls from another instance are
+ * refused (409 `GATEWAY_ID_IN_USE_TYPE`) until the owner stops or stays silent for a lease time.
+ */
+const Caller = {
   gateway_id: z.string().min(1).max(100),
+  instance: z.string().min(1).max(100),
+};
+
+export const HeartbeatRequest = z.object({
+  ...Caller,
   /** Accounts this gateway is syncing now: their leases are renewed. */
   held: z.array(z.string()),
+  /** The most accounts this gateway takes (GATEWAY_CAPACITY). */
+  capacity: z.number().int().positive(),
 });
 export type HeartbeatRequest = z.infer<typeof HeartbeatRequest>;
 
 export const HeartbeatResponse = z.object({
   /** Held accounts whose lease could not be renewed (taken over, or the account was removed): stop them. */
   lost: z.array(z.string()),
-  /** Accounts nobody holds: try to lease them. */
+  /** Accounts nobody holds, as many as this gateway's share lacks: try to lease them. */
   claimable: z.array(z.string()),
+  /** Held accounts beyond this gateway's share: stop them and release them (`ReleaseRequest`), for others to take. */
+  release: z.array(z.string()),
   /** Milliseconds a lease lasts; heartbeat well within it. */
   lease_ttl_ms: z.number().int().positive(),
 });
@@ -219,8 +234,17 @@ export const InitialSyncPlan = z.object({
 });
 export type InitialSyncPlan = z.infer<typeof InitialSyncPlan>;
 
-export const LeaseRequest = z.object({ gateway_id: z.string().min(1).max(100) });
+export const LeaseRequest = z.object(Caller);
 export type LeaseRequest = z.infer<typeof LeaseRequest>;
+
+/** Leases given up at once (a stopping gateway, or one handing over its surplus): others take them now. */
+export const ReleaseRequest = z.object({
+  ...Caller,
+  accounts: z.array(z.string()),
+  /** The gateway is stopping: it takes no more accounts and the others are told to take its share. */
+  stopping: z.boolean(),
+});
+export type ReleaseRequest = z.infer<typeof ReleaseRequest>;
 
 export const LeaseResponse = z.discriminatedUnion('granted', [
   z.object({
@@ -273,6 +297,8 @@ export type StatusRequest = z.infer<typeof StatusRequest>;
 /** Error answers of the internal endpoints (same shape as the public API's errors). */
 export const LEASE_LOST_TYPE = 'errors/lease_lost';
 export const OUT_OF_ORDER_TYPE = 'errors/out_of_order';
+/** Another live process uses this gateway id (409). */
+export const GATEWAY_ID_IN_USE_TYPE = 'errors/gateway_id_in_use';
 
 // ---------------------------------------------------------------------------------------------
 // Worker → Gateway (WebSocket)
@@ -347,6 +373,8 @@ export const GatewayRequest = z.discriminatedUnion('op', [
   z.object({ op: z.literal('claim'), account_id: z.string() }),
   /** The account was removed or reconnected elsewhere: stop syncing it at once. */
   z.object({ op: z.literal('release'), account_id: z.string() }),
+  /** Leases were freed (a gateway stopped or handed over accounts): heartbeat now to take a share. */
+  z.object({ op: z.literal('rebalance') }),
   /**
    * Send a message (mode `send`: SMTP, then APPEND the same bytes to `append_to`, skipped on Gmail)
    * or save a draft (mode `draft`: APPEND to `append_to` with \Draft). The message itself is too big

@@ -107,6 +107,9 @@ export class AccountSync {
   async #run(): Promise<void> {
     const { settings } = this.#deps;
     const signal = this.#abort.signal;
+    // The backoff starts over only after a session that stayed up this long: one that dies right
+    // after it starts (a server that lets us in, then drops us) is retried ever more slowly.
+    const HEALTHY_SESSION_MS = 60_000;
     for (let attempt = 0; !signal.aborted; ) {
       const session = new Session(
         this.id,
@@ -119,9 +122,10 @@ export class AccountSync {
       );
       this.#session = session;
       let failure: unknown;
+      let startedAt: number | null = null;
       try {
         await Promise.race([session.start(), session.failed]);
-        attempt = 0;
+        startedAt = Date.now();
         await this.#report('running', null);
         await session.failed;
       } catch (err) {
@@ -133,6 +137,7 @@ export class AccountSync {
         await session.settled();
         this.#session = null;
       }
+      if (startedAt !== null && Date.now() - startedAt >= HEALTHY_SESSION_MS) attempt = 0;
       if (signal.aborted || failure instanceof Aborted) break;
       if (isLeaseLost(failure)) {
         this.#log.warn('lease lost, stopping');

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { LogLevel } from './log.ts';
 
@@ -23,6 +24,8 @@ export interface GatewayConfig {
   workerUrl: URL;
   secret: string;
   gatewayId: string;
+  /** The most accounts this gateway takes (GATEWAY_CAPACITY). */
+  capacity: number;
   logLevel: LogLevel;
   sync: SyncSettings;
 }
@@ -37,6 +40,9 @@ export const DEFAULT_SYNC: SyncSettings = {
   qresync: true,
   condstore: true,
 };
+
+/** Accounts one gateway takes unless GATEWAY_CAPACITY says otherwise. */
+export const DEFAULT_CAPACITY = 1000;
 
 export class ConfigError extends Error {}
 
@@ -62,9 +68,12 @@ export function loadConfig(env: NodeJS.ProcessEnv): GatewayConfig {
   }
   if (workerUrl.protocol !== 'http:' && workerUrl.protocol !== 'https:')
     throw new ConfigError('WORKER_URL must be http:// or https://');
-  // Stable across restarts, so a restarted gateway takes its accounts back at once (its leases are its own).
-  const gatewayId = env.GATEWAY_ID || hostname();
+  // One id per process by default, so that two processes on a host never share one. An operator who
+  // sets GATEWAY_ID gets the same id after a restart: the gateway takes its own accounts back first.
+  const gatewayId = env.GATEWAY_ID || `${hostname().slice(0, 60)}-${process.pid}-${randomBytes(3).toString('hex')}`;
   if (gatewayId.length > 100) throw new ConfigError('GATEWAY_ID is longer than 100 characters');
+  const capacity = env.GATEWAY_CAPACITY ? Number(env.GATEWAY_CAPACITY) : DEFAULT_CAPACITY;
+  if (!Number.isInteger(capacity) || capacity < 1) throw new ConfigError('GATEWAY_CAPACITY must be a positive integer');
 
   const sync = { ...DEFAULT_SYNC };
   for (const [key, name] of Object.entries(TUNING) as [NumericSetting, string][]) {
@@ -86,5 +95,5 @@ export function loadConfig(env: NodeJS.ProcessEnv): GatewayConfig {
   const logLevel = (env.GATEWAY_LOG_LEVEL || 'info') as LogLevel;
   if (!['debug', 'info', 'warn', 'error'].includes(logLevel))
     throw new ConfigError('GATEWAY_LOG_LEVEL must be debug, info, warn or error');
-  return { workerUrl, secret: env.GATEWAY_SECRET!, gatewayId, logLevel, sync };
+  return { workerUrl, secret: env.GATEWAY_SECRET!, gatewayId, capacity, logLevel, sync };
 }

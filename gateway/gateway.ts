@@ -1,20 +1,24 @@
 /**
  * The gateway process: leases accounts through heartbeats, runs one AccountSync per leased
- * account and answers the Worker's requests on the control socket.
+ * account and answers the Worker's requests on the control socket. Each heartbeat renews its leases
+ * and says which accounts to take (its share of the fleet's lacks them) or hand over (its surplus);
+ * a stopping gateway gives all its leases up at once for the others to take.
  */
 import type { GatewayRequest } from '../common/relay.ts';
 import { AccountSync } from './account-sync.ts';
 import { GatewayError } from './errors.ts';
 import { MailboxCommands } from './mailbox.ts';
 import { OutgoingSends } from './sends.ts';
-import { sleep } from './async.ts';
+import { backoffDelay, sleep } from './async.ts';
 import type { GatewayConfig } from './config.ts';
 import { errorFields, type Logger } from './log.ts';
 import { verifyMailbox } from './verify.ts';
-import { Aborted, isLeaseLost, WorkerClient } from './worker-client.ts';
+import { Aborted, isGatewayIdInUse, isLeaseLost, WorkerClient } from './worker-client.ts';
 
 /** Heartbeat period before the Worker told us the lease TTL. */
 const INITIAL_HEARTBEAT_MS = 10_000;
+/** How long a stopping gateway waits for its accounts to close, then for its leases to be released. */
+const RELEASE_ON_STOP_MS = 3_000;
 
 export class Gateway {
   #config: GatewayConfig;
@@ -27,6 +31,8 @@ export class Gateway {
   #sends: OutgoingSends;
   #abort = new AbortController();
   #tasks: Promise<void>[] = [];
+  /** Ends the heartbeat loop's wait: the Worker asked for a heartbeat now (`rebalance`). */
+  #wake = new AbortController();
 
   constructor(config: GatewayConfig, log: Logger) {
     this.#config = config;
@@ -42,7 +48,7 @@ export class Gateway {
 
   start(): void {
     const { sync } = this.#config;
-    this.#log.info('gateway starting', { worker: this.#config.workerUrl.origin });
+    this.#log.info('gateway starting', { worker: this.#config.workerUrl.origin, capacity: this.#config.capacity });
     this.#tasks.push(
       this.#heartbeatLoop(),
       this.#worker.runControlSocket((request) => this.handle(request), this.#abort.signal, {
@@ -52,14 +58,27 @@ export class Gateway {
     );
   }
 
-  /** Closes every account's connections and ends the loops. */
+  /**
+   * Closes every account's connections and ends the loops, then gives the leases up so that the
+   * other gateways take the accounts at once instead of waiting for the leases to lapse.
+   */
   async stop(): Promise<void> {
     this.#abort.abort();
+    const held = [...this.#accounts.keys()];
     for (const commands of this.#commands.values()) commands.close();
     this.#commands.clear();
-    await Promise.all([...this.#accounts.values()].map((account) => account.stop()));
+    // Changes still on their way land before the leases go, or are refused once another gateway
+    // holds the account: either way nothing is applied twice. So a slow close does not hold the release up.
+    const stopped = Promise.all([...this.#accounts.values()].map((account) => account.stop()));
+    await Promise.race([stopped, sleep(RELEASE_ON_STOP_MS)]);
     this.#accounts.clear();
-    await Promise.allSettled(this.#tasks);
+    try {
+      await this.#worker.release(held, true, { signal: AbortSignal.timeout(RELEASE_ON_STOP_MS), attempts: 3 });
+      this.#log.info('leases released', { accounts: held.length });
+    } catch (err) {
+      this.#log.warn('could not release the leases: they lapse after the lease time', errorFields(err));
+    }
+    await Promise.allSettled([stopped, ...this.#tasks]);
   }
 
   /** A request from the Worker (control socket). Throws GatewayError for the Worker to relay. */
@@ -68,9 +87,12 @@ export class Gateway {
       case 'verify':
         return verifyMailbox(request.config, this.#config.sync.connectTimeoutMs);
       case 'claim':
-        // Also when we hold it already: a reconnect brings new settings.
-        await this.#lease(request.account_id);
+        // Also when we hold it already: a reconnect brings new settings. When full, the others take it.
+        if (this.#accounts.has(request.account_id) || this.#hasRoom()) await this.#lease(request.account_id);
         return { held: this.#accounts.has(request.account_id) };
+      case 'rebalance':
+        this.#wake.abort();
+        return { ok: true };
       case 'release':
         await this.#release(request.account_id, 'released by the worker');
         return { held: false };
@@ -87,20 +109,51 @@ export class Gateway {
     return commands;
   }
 
+  /** Room for one more account under GATEWAY_CAPACITY (leases under way count). */
+  #hasRoom(): boolean {
+    return this.#accounts.size + this.#leasing.size < this.#config.capacity;
+  }
+
   async #heartbeatLoop(): Promise<void> {
     const signal = this.#abort.signal;
     let interval = INITIAL_HEARTBEAT_MS;
+    let refusals = 0;
     while (!signal.aborted) {
+      let wait = interval;
+      // A `rebalance` from now on (even during this heartbeat) cuts the next wait short.
+      this.#wake = new AbortController();
       try {
-        const res = await this.#worker.heartbeat([...this.#accounts.keys()], { signal, attempts: 4 });
+        const held = [...this.#accounts.keys()];
+        const res = await this.#worker.heartbeat(held, this.#config.capacity, { signal, attempts: 4 });
+        refusals = 0;
         interval = Math.max(1_000, Math.floor(res.lease_ttl_ms / 3));
+        wait = interval;
         await Promise.all(res.lost.map((id) => this.#release(id, 'lease lost')));
-        for (const id of res.claimable) if (!this.#accounts.has(id)) void this.#lease(id);
+        if (res.release.length) void this.#handOver(res.release);
+        for (const id of res.claimable) if (!this.#accounts.has(id) && this.#hasRoom()) void this.#lease(id);
       } catch (err) {
         if (err instanceof Aborted) break;
-        this.#log.warn('heartbeat failed', errorFields(err));
+        if (isGatewayIdInUse(err)) {
+          // Never fight the owner of the id: hold nothing, and try again until it is gone.
+          wait = backoffDelay(refusals++, INITIAL_HEARTBEAT_MS, 60_000);
+          this.#log.error('another live gateway uses this GATEWAY_ID: this one holds no account until it stops', {
+            retry_in_ms: wait,
+          });
+          await Promise.all([...this.#accounts.keys()].map((id) => this.#release(id, 'gateway id in use')));
+        } else this.#log.warn('heartbeat failed', errorFields(err));
       }
-      await sleep(interval, signal);
+      await sleep(wait, AbortSignal.any([signal, this.#wake.signal]));
+    }
+  }
+
+  /** Hands accounts beyond our share over: stops them, then releases their leases for others to take. */
+  async #handOver(ids: string[]): Promise<void> {
+    const mine = ids.filter((id) => this.#accounts.has(id));
+    await Promise.all(mine.map((id) => this.#release(id, 'handed over to another gateway')));
+    try {
+      await this.#worker.release(mine, false, { signal: this.#abort.signal, attempts: 4 });
+    } catch (err) {
+      if (!(err instanceof Aborted)) this.#log.warn('hand-over failed: the leases lapse instead', errorFields(err));
     }
   }
 

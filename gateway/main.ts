@@ -1,7 +1,8 @@
 /**
  * Entry point: `node gateway/main.ts` (or `npm run gateway`).
- * Required env: WORKER_URL, GATEWAY_SECRET. Optional: GATEWAY_ID, GATEWAY_LOG_LEVEL and the
- * tuning variables of config.ts. SIGTERM/SIGINT close every connection and exit 0.
+ * Required env: WORKER_URL, GATEWAY_SECRET. Optional: GATEWAY_ID, GATEWAY_CAPACITY, GATEWAY_LOG_LEVEL
+ * and the tuning variables of config.ts. SIGTERM/SIGINT close every connection, hand the leases
+ * back (the other gateways take the accounts at once) and exit 0.
  */
 import { ConfigError, loadConfig } from './config.ts';
 import { Gateway } from './gateway.ts';
@@ -26,8 +27,8 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     if (stopping) return;
     stopping = true;
     log.info('stopping', { signal });
-    // Closing sockets is quick; do not let a stuck close keep the process alive.
-    setTimeout(() => process.exit(0), 5_000).unref();
+    // Closing sockets and releasing the leases is quick; do not let a stuck close keep the process alive.
+    setTimeout(() => process.exit(0), 8_000).unref();
     gateway.stop().then(
       () => process.exit(0),
       (err: unknown) => {

@@ -6,6 +6,7 @@ import type { z } from 'zod';
 import {
   ChangesResponse,
   type GatewayToWorker,
+  GATEWAY_ID_IN_USE_TYPE,
   HeartbeatResponse,
   LEASE_LOST_TYPE,
   LeaseResponse,
@@ -17,6 +18,7 @@ import {
   type GatewayRequest,
   type HeartbeatRequest,
   type LeaseRequest,
+  type ReleaseRequest,
   type SendOutcome,
   type StatusRequest,
 } from '../common/relay.ts';
@@ -44,6 +46,11 @@ export class WorkerHttpError extends Error {
   }
 }
 
+/** Another live process uses this gateway id: the Worker refuses this one until that one stops. */
+export function isGatewayIdInUse(err: unknown): boolean {
+  return err instanceof WorkerHttpError && err.status === 409 && err.type === GATEWAY_ID_IN_USE_TYPE;
+}
+
 /** The account is no longer ours: its lease moved on (409 lease_lost) or it no longer exists (404). */
 export function isLeaseLost(err: unknown): boolean {
   return err instanceof WorkerHttpError && ((err.status === 409 && err.type === LEASE_LOST_TYPE) || err.status === 404);
@@ -59,6 +66,8 @@ export interface PostOptions {
 
 export class WorkerClient {
   readonly gatewayId: string;
+  /** This process, among any that use the same gateway id (only one may at a time). */
+  readonly instance = crypto.randomUUID();
   #base: URL;
   #secret: string;
   #log: Logger;
@@ -74,13 +83,19 @@ export class WorkerClient {
     this.#log = opts.log;
   }
 
-  heartbeat(held: string[], opts?: PostOptions) {
-    const body: HeartbeatRequest = { gateway_id: this.gatewayId, held };
+  heartbeat(held: string[], capacity: number, opts?: PostOptions) {
+    const body: HeartbeatRequest = { gateway_id: this.gatewayId, instance: this.instance, held, capacity };
     return this.#post('/internal/gateway/heartbeat', body, HeartbeatResponse, opts);
   }
 
+  /** Gives leases up at once, for other gateways to take (`stopping`: this gateway takes no more). */
+  async release(accounts: string[], stopping: boolean, opts?: PostOptions): Promise<void> {
+    const body: ReleaseRequest = { gateway_id: this.gatewayId, instance: this.instance, accounts, stopping };
+    await this.#post('/internal/gateway/release', body, null, opts);
+  }
+
   lease(accountId: string, opts?: PostOptions) {
-    const body: LeaseRequest = { gateway_id: this.gatewayId };
+    const body: LeaseRequest = { gateway_id: this.gatewayId, instance: this.instance };
     return this.#post(`${accountPath(accountId)}/lease`, body, LeaseResponse, opts);
   }
 
@@ -234,7 +249,7 @@ export class WorkerClient {
    */
   async #connectOnce(handle: (request: GatewayRequest) => Promise<unknown>, signal: AbortSignal): Promise<boolean> {
     const url = new URL('/internal/gateway/connect', this.#base);
-    url.search = new URLSearchParams({ gateway_id: this.gatewayId }).toString();
+    url.search = new URLSearchParams({ gateway_id: this.gatewayId, instance: this.instance }).toString();
     const signature = await signRequest(this.#secret, { method: 'GET', path: url.pathname + url.search, body: '' });
     url.protocol = this.#base.protocol === 'https:' ? 'wss:' : 'ws:';
     const ws = new WebSocket(url, { headers: { [GATEWAY_SIGNATURE_HEADER]: signature } });
@@ -244,7 +259,12 @@ export class WorkerClient {
     const end = new Promise<string>((resolve) => {
       ended = resolve;
     });
-    const onAbort = () => ws.close(1001, 'gateway stopping');
+    // 1000: a client may not send 1001 (undici throws); the Worker takes 1000 as a clean close too.
+    // A stopping gateway does not wait for the close handshake.
+    const onAbort = () => {
+      ws.close(1000, 'gateway stopping');
+      ended('stopping');
+    };
     signal.addEventListener('abort', onAbort, { once: true });
     ws.addEventListener('open', () => {
       opened = true;
@@ -267,7 +287,7 @@ export class WorkerClient {
     const why = await end;
     clearInterval(heartbeat);
     signal.removeEventListener('abort', onAbort);
-    if (why !== 'closed') {
+    if (why !== 'closed' && why !== 'stopping') {
       // Half-open: a close frame would wait for an answer that never comes. Let it go in the background.
       try {
         ws.close(4000, why);

@@ -66,6 +66,7 @@ for (const name of [
   'ALLOW_PRIVATE_MAIL_HOSTS',
   'ALLOW_PLAINTEXT_MAIL',
   'SEND_TIMEOUT_SECONDS',
+  'GATEWAY_LEASE_TTL_SECONDS',
 ]) {
   if (process.env[name]) vars[name] = process.env[name];
 }

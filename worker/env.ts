@@ -23,6 +23,8 @@ export interface Env {
   ALLOW_PLAINTEXT_MAIL?: string;
   /** Seconds a send waits for the gateway's answer before its outcome counts as unknown (default 90). */
   SEND_TIMEOUT_SECONDS?: string;
+  /** Seconds a gateway's lease on an account lasts without a heartbeat (5–3600, default 60). */
+  GATEWAY_LEASE_TTL_SECONDS?: string;
   /** Public origin of the Worker for tracking links (e.g. https://mail.example.com); default: the request's origin. */
   PUBLIC_URL?: string;
 }

@@ -163,6 +163,7 @@ export class FakeWorker {
     try {
       if (url.pathname === '/internal/gateway/heartbeat')
         return send(res, 200, this.#heartbeat(HeartbeatRequest.parse(json)));
+      if (url.pathname === '/internal/gateway/release') return send(res, 200, { ok: true });
       const match = /^\/internal\/gateway\/accounts\/([^/]+)\/(lease|changes|status)$/.exec(url.pathname);
       const account = match ? this.accounts.get(decodeURIComponent(match[1]!)) : undefined;
       if (!match || !account) return send(res, 404, { type: 'errors/not_found' });
@@ -198,7 +199,7 @@ export class FakeWorker {
       .filter((a) => !request.held.includes(a.id) && (a.onlyGateway ?? request.gateway_id) === request.gateway_id)
       .filter((a) => a.holder === null || a.leaseUntil <= Date.now() || a.holder === request.gateway_id)
       .map((a) => a.id);
-    return { lost, claimable, lease_ttl_ms: this.leaseTtlMs };
+    return { lost, claimable, release: [], lease_ttl_ms: this.leaseTtlMs };
   }
 
   #lease(account: FakeAccount, gatewayId: string) {

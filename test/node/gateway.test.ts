@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { createServer, connect as tcpConnect } from 'node:net';
 import tls from 'node:tls';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -518,6 +519,41 @@ describe('errors', () => {
     const status = await waitForStatus(ACC, 'errored');
     expect(status.error).toMatch(/login failed/);
     expect(status.error).not.toContain('not-the-password');
+  });
+
+  it('retries ever more slowly a session that dies right after it starts', { timeout: 60_000 }, async () => {
+    // Every connection through this proxy is cut 3 s after it opens: sessions start, then die.
+    const proxy = createServer((client) => {
+      const server = tcpConnect(mail.imapPort, '127.0.0.1');
+      client.pipe(server).pipe(client);
+      const cut = setTimeout(() => {
+        client.destroy();
+        server.destroy();
+      }, 3_000);
+      for (const socket of [client, server]) socket.on('error', () => {}).on('close', () => clearTimeout(cut));
+    });
+    const port = await freePort();
+    await new Promise<void>((resolve) => proxy.listen(port, '127.0.0.1', resolve));
+    try {
+      const ACC = 'acc_alice_flaky';
+      const config = configFor('alice');
+      worker.addAccount(ACC, { ...config, imap: { ...config.imap, port } }, [], { onlyGateway: 'gw-flaky' });
+      const gateway = startGateway({
+        GATEWAY_ID: 'gw-flaky',
+        GATEWAY_RECONNECT_MIN_MS: '250',
+        GATEWAY_RECONNECT_MAX_MS: '60000',
+      });
+      const ended = () => gateway.logs.filter((l) => l.includes('session ended')).map((l) => JSON.parse(l));
+      await worker.waitFor(() => ended().length >= 4, 45_000, 'four ended sessions');
+      const started = gateway.logs.filter((l) => l.includes('"synced"')).length;
+      expect(started).toBeGreaterThanOrEqual(4);
+      // 250 ms doubling (with jitter, half to all of it): the fourth retry waits at least 1 s. Before,
+      // every session that had started reset the backoff, and each retry came within 250 ms.
+      const delays = ended().map((e) => e.retry_in_ms as number);
+      expect(delays[3]).toBeGreaterThanOrEqual(1_000);
+    } finally {
+      proxy.close();
+    }
   });
 
   it('exits with a clear message when required environment is missing', async () => {

@@ -11,7 +11,7 @@ import { GATEWAY_SECRET } from './sync-helpers.ts';
 
 /** The gateway's side of a control socket: what it received, and whether the Worker closed it. */
 async function openSocket(gatewayId: string) {
-  const path = `/internal/gateway/connect?gateway_id=${gatewayId}`;
+  const path = `/internal/gateway/connect?gateway_id=${gatewayId}&instance=proc-${gatewayId}`;
   const signature = await signRequest(GATEWAY_SECRET, { method: 'GET', path, body: '' });
   const response = await exports.default.fetch(`https://mail.example.com${path}`, {
     headers: { Upgrade: 'websocket', [GATEWAY_SIGNATURE_HEADER]: signature },

@@ -26,7 +26,7 @@ async function send(path: string, init: RequestInit) {
 describe('signed gateway calls', () => {
   it('accepts a signed call once and refuses the same signature again', async () => {
     const path = '/internal/gateway/heartbeat';
-    const body = JSON.stringify({ gateway_id: 'gw-replay', held: [] });
+    const body = JSON.stringify({ gateway_id: 'gw-replay', instance: 'proc-1', held: [], capacity: 10 });
     const signature = await signRequest(GATEWAY_SECRET, { method: 'POST', path, body });
     const init = () => ({
       method: 'POST',
@@ -44,7 +44,7 @@ describe('signed gateway calls', () => {
 
   it('refuses a signature made with another secret, for another path, or in the old format', async () => {
     const path = '/internal/gateway/heartbeat';
-    const body = JSON.stringify({ gateway_id: 'gw-x', held: [] });
+    const body = JSON.stringify({ gateway_id: 'gw-x', instance: 'proc-1', held: [], capacity: 10 });
     for (const signature of [
       await signRequest('not-the-secret', { method: 'POST', path, body }),
       await signRequest(GATEWAY_SECRET, { method: 'POST', path: '/internal/gateway/other', body }),
@@ -89,7 +89,7 @@ describe('signed gateway calls', () => {
 
 describe('the control socket credential', () => {
   const gatewayId = 'gw-credential';
-  const path = `/internal/gateway/connect?gateway_id=${gatewayId}`;
+  const path = `/internal/gateway/connect?gateway_id=${gatewayId}&instance=proc-1`;
 
   it('opens the socket with signed headers once; the same headers again are refused', async () => {
     const signature = await signRequest(GATEWAY_SECRET, { method: 'GET', path, body: '' });
@@ -112,7 +112,7 @@ describe('the control socket credential', () => {
     const signature = await signRequest(GATEWAY_SECRET, { method: 'GET', path, body: '' });
     const inQuery = await send(`${path}&sig=${encodeURIComponent(signature)}`, { headers: { Upgrade: 'websocket' } });
     expectError(inQuery, 401, 'unauthorized');
-    const other = await send('/internal/gateway/connect?gateway_id=gw-other', {
+    const other = await send('/internal/gateway/connect?gateway_id=gw-other&instance=proc-1', {
       headers: { Upgrade: 'websocket', [GATEWAY_SIGNATURE_HEADER]: signature },
     });
     expectError(other, 401, 'unauthorized');

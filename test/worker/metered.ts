@@ -1,7 +1,7 @@
 /**
  * Counting what one invocation of an account's object asks of Cloudflare, since `wrangler dev` and
  * workerd enforce none of the per-invocation limits: D1 queries (each statement of a batch counts)
- * and subrequests (R2 and queue operations). The object's `env` is swapped for a metered one, so
+ * and subrequests (R2, queue and Durable Object calls). The object's `env` is swapped for a metered one, so
  * the real code paths (RPC calls, alarms) are what is counted.
  */
 import { runInDurableObject } from 'cloudflare:test';
@@ -60,7 +60,39 @@ export function meteredEnv(base: Env, meter: Meter): Env {
   const subrequest = () => {
     meter.subrequests += 1;
   };
-  return { ...base, DB: db, BLOBS: counting(base.BLOBS, subrequest), WEBHOOKS: counting(base.WEBHOOKS, subrequest) };
+  return {
+    ...base,
+    DB: db,
+    BLOBS: counting(base.BLOBS, subrequest),
+    WEBHOOKS: counting(base.WEBHOOKS, subrequest),
+    ACCOUNTS: countingObjects(base.ACCOUNTS, subrequest),
+    GATEWAYS: countingObjects(base.GATEWAYS, subrequest),
+  };
+}
+
+/** A Durable Object namespace whose stubs count every call (RPC method or fetch) as a subrequest. */
+function countingObjects(namespace: DurableObjectNamespace, onCall: () => void): DurableObjectNamespace {
+  return new Proxy(namespace, {
+    get(t, prop) {
+      const value = Reflect.get(t, prop);
+      if (prop === 'get')
+        return (...args: unknown[]) => {
+          const stub = (value as (...a: unknown[]) => DurableObjectStub).apply(t, args);
+          return new Proxy(stub, {
+            get(s, name) {
+              const member = Reflect.get(s, name);
+              if (typeof member !== 'function' || name === 'then') return member;
+              return (...callArgs: unknown[]) => {
+                onCall();
+                // Reflect.apply: an RPC method's own `.apply` would be taken for a remote method.
+                return Reflect.apply(member as (...a: unknown[]) => unknown, s, callArgs);
+              };
+            },
+          });
+        };
+      return typeof value === 'function' ? value.bind(t) : value;
+    },
+  });
 }
 
 export function newMeter(): Meter {

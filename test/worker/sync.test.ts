@@ -275,6 +275,7 @@ describe('applying changes', () => {
     const emails = async () =>
       ((await list(`account_id=${account.id}`)).data as any[]).map((e) => [e.subject, e.id, e.folder_ids]).sort();
     const mail = await emails();
+    await apply([{ type: 'folders', folders: [base[0]!, folder('Old', null, 3, 20), base[2]!] }]);
 
     // Trips deleted, then Old renamed to Trips, both between two listings: Trips carries Old's UIDVALIDITY.
     await apply([
@@ -306,6 +307,41 @@ describe('applying changes', () => {
     ]);
     expect(types.filter((t) => t === 'email.folder.delete')).toHaveLength(1);
     expect(types.filter((t) => t === 'email.folder.create')).toHaveLength(1);
+  });
+
+  it('takes a reset to the UIDVALIDITY of a deleted folder for a reset, not for a rename onto the path', async () => {
+    const base = [folder('INBOX', null, 1, 10), folder('Old', null, 1, 20), folder('Drafts', '\\Drafts', 1, 30)];
+    const account = await createSyncedAccount(undefined, base);
+    expect((await account.stub.acquireLease('gw-1')).granted).toBe(true);
+    const apply = (changes: Parameters<typeof account.stub.applyChanges>[1]) =>
+      account.stub.applyChanges('gw-1', changes);
+    const drafts = [1, 2].map((i) => rawMessage({ subject: `draft ${i}` }));
+    await apply([
+      { type: 'messages', path: 'Old', uidvalidity: 20, messages: [messageIn(1, rawMessage({ subject: 'old' }))] },
+      { type: 'messages', path: 'Drafts', uidvalidity: 30, messages: drafts.map((r, i) => messageIn(i + 1, r)) },
+      { type: 'folders', folders: [base[0]!, folder('Old', null, 2, 20), folder('Drafts', '\\Drafts', 3, 30)] },
+    ]);
+    const ids = async () =>
+      Object.fromEntries(((await list(`account_id=${account.id}`)).data as any[]).map((e) => [e.subject, e.id]));
+    const before = await ids();
+    const folderIds = async () =>
+      Object.fromEntries(
+        ((await api('GET', `/folders?account_id=${account.id}`)).body.data as any[]).map((f) => [f.provider_id, f.id]),
+      );
+    const draftsId = (await folderIds()).Drafts;
+
+    // Old deleted and Drafts renumbered to the value Old had, between two listings; Drafts is read again.
+    await apply([
+      { type: 'folders', folders: [base[0]!, folder('Drafts', '\\Drafts', 3, 20)] },
+      { type: 'messages', path: 'Drafts', uidvalidity: 20, messages: drafts.map((r, i) => messageIn(i + 1, r)) },
+      { type: 'cursor', path: 'Drafts', uidvalidity: 20, last_uid: 2, highest_modseq: '1' },
+      { type: 'folders', folders: [base[0]!, folder('Drafts', '\\Drafts', 3, 20)] },
+    ]);
+    await endOrphanGrace(account.stub);
+    expect((await folderIds()).Drafts).toBe(draftsId);
+    expect(await ids()).toEqual({ 'draft 1': before['draft 1'], 'draft 2': before['draft 2'] });
+    const deleted = (await outbox(account.id)).filter((e) => e.type === 'email.delete');
+    expect(deleted.map((e: any) => e.data.id)).toEqual([before.old]);
   });
 
   it('records a message that fails, and forgets the failure once it goes through', async () => {
@@ -364,6 +400,35 @@ describe('applying changes', () => {
       uidvalidity: 99,
       last_uid: 2,
     });
+  });
+
+  it('re-reads a renumbered folder without mail from before the connect, but with mail of the connect second', async () => {
+    const account = await leased();
+    const connectedAt = Number(
+      await runInDurableObject(
+        account.stub,
+        (_instance, state) =>
+          state.storage.sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'connected_at_ms'").one().value,
+      ),
+    );
+    const second = Math.floor(connectedAt / 1000) * 1000;
+    const at = (ms: number, uid: number, subject: string) => ({
+      ...messageIn(uid, rawMessage({ subject })),
+      internal_date: new Date(ms).toISOString(),
+    });
+    const renumbered = STANDARD_FOLDERS().map((f) => (f.path === 'INBOX' ? folder('INBOX', null, 3, 77) : f));
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'folders', folders: renumbered },
+      {
+        type: 'messages',
+        path: 'INBOX',
+        uidvalidity: 77,
+        // INTERNALDATE has whole seconds: the second message may have arrived just after the connect.
+        messages: [at(second - 1000, 1, 'before'), at(second, 2, 'connect second')],
+      },
+      { type: 'cursor', path: 'INBOX', uidvalidity: 77, last_uid: 2, highest_modseq: '5' },
+    ]);
+    expect((await list(`account_id=${account.id}`)).data.map((e: any) => e.subject)).toEqual(['connect second']);
   });
 
   it('reports folder changes with events; a folder is deleted once a second listing confirms it', async () => {
@@ -434,7 +499,13 @@ describe('applying changes', () => {
 describe('the gateway endpoints', () => {
   it('refuse unsigned, wrongly signed or stale calls', async () => {
     expect(
-      (await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'gw', held: [] }, 'wrong-secret')).status,
+      (
+        await gatewayCall(
+          '/internal/gateway/heartbeat',
+          { gateway_id: 'gw', instance: 'proc-gw', held: [], capacity: 100 },
+          'wrong-secret',
+        )
+      ).status,
     ).toBe(401);
     const unsigned = await (await import('cloudflare:workers')).exports.default.fetch(
       'https://mail.example.com/internal/gateway/heartbeat',
@@ -458,17 +529,30 @@ describe('the gateway endpoints', () => {
 
   it('lease an account with its decrypted settings and cursors, and apply changes', async () => {
     const account = await createSyncedAccount();
-    const heartbeat = await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'gw-http', held: [] });
+    const heartbeat = await gatewayCall('/internal/gateway/heartbeat', {
+      gateway_id: 'gw-http',
+      instance: 'proc-gw-http',
+      held: [],
+      capacity: 100,
+    });
     expect(heartbeat.status).toBe(200);
     expect(heartbeat.body.claimable).toContain(account.id);
 
-    const lease = await gatewayCall(`/internal/gateway/accounts/${account.id}/lease`, { gateway_id: 'gw-http' });
+    const lease = await gatewayCall(`/internal/gateway/accounts/${account.id}/lease`, {
+      gateway_id: 'gw-http',
+      instance: 'proc-gw-http',
+    });
     expect(lease.body).toMatchObject({ granted: true, account_id: account.id });
     expect(lease.body.config.imap).toMatchObject({ host: '127.0.0.1', password: 'secret-imap', user: account.email });
     expect(lease.body.cursors.map((c: any) => c.path)).toContain('INBOX');
-    expect((await gatewayCall(`/internal/gateway/accounts/${account.id}/lease`, { gateway_id: 'other' })).body).toEqual(
-      { granted: false, holder: 'gw-http' },
-    );
+    expect(
+      (
+        await gatewayCall(`/internal/gateway/accounts/${account.id}/lease`, {
+          gateway_id: 'other',
+          instance: 'proc-other',
+        })
+      ).body,
+    ).toEqual({ granted: false, holder: 'gw-http' });
 
     const applied = await gatewayCall(`/internal/gateway/accounts/${account.id}/changes`, {
       gateway_id: 'gw-http',
@@ -490,18 +574,44 @@ describe('the gateway endpoints', () => {
     expect(lost.status).toBe(409);
     expect(lost.body.type).toBe('errors/lease_lost');
 
-    const again = await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'gw-http', held: [account.id] });
+    const again = await gatewayCall('/internal/gateway/heartbeat', {
+      gateway_id: 'gw-http',
+      instance: 'proc-gw-http',
+      held: [account.id],
+      capacity: 100,
+    });
     expect(again.body.lost).toEqual([]);
     expect(again.body.claimable).not.toContain(account.id);
     expect(
-      (await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'intruder', held: [account.id] })).body.lost,
+      (
+        await gatewayCall('/internal/gateway/heartbeat', {
+          gateway_id: 'intruder',
+          instance: 'proc-intruder',
+          held: [account.id],
+          capacity: 100,
+        })
+      ).body.lost,
     ).toEqual([account.id]);
     // The holder restarted and forgot: it gets its account back at once, nobody else does.
     expect(
-      (await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'gw-http', held: [] })).body.claimable,
+      (
+        await gatewayCall('/internal/gateway/heartbeat', {
+          gateway_id: 'gw-http',
+          instance: 'proc-gw-http',
+          held: [],
+          capacity: 100,
+        })
+      ).body.claimable,
     ).toContain(account.id);
     expect(
-      (await gatewayCall('/internal/gateway/heartbeat', { gateway_id: 'other', held: [] })).body.claimable,
+      (
+        await gatewayCall('/internal/gateway/heartbeat', {
+          gateway_id: 'other',
+          instance: 'proc-other',
+          held: [],
+          capacity: 100,
+        })
+      ).body.claimable,
     ).not.toContain(account.id);
   });
 

@@ -64,8 +64,10 @@ export async function callHolder(
 ): Promise<unknown> {
   const deadline = Date.now() + budget.waitMs;
   for (;;) {
+    // The holder as the account's object knows it; whether it is alive is its control socket's say
+    // (the lease's expiry is renewed in D1 only, see durable/lease.ts).
     const current = lease();
-    if (current && current.expires_at > Date.now()) {
+    if (current) {
       const stub = gatewayObject(env, current.gateway_id);
       if (await stub.isConnected()) return callGateway(env, current.gateway_id, request, budget.timeoutMs);
     }

@@ -32,7 +32,7 @@ import { answerOf, callHolder, COMMAND_BUDGET, sendBudget, type CommandAnswer } 
 import { applyModify, planModify, type ModifyWanted } from '../commands/modify.ts';
 import { notFound } from '../lib/errors.ts';
 import { AccountStore } from './account-store.ts';
-import { LEASE_TTL_MS, type HolderResult, type Lease } from './lease.ts';
+import { claimLease, type HolderResult, type Lease } from './lease.ts';
 
 export interface AccountInit {
   account_id: string;
@@ -169,29 +169,24 @@ export class AccountObject extends DurableObject<Env> {
   }
 
   /**
-   * Grant the account to `gatewayId` if nobody holds it, the holder's lease lapsed, or the caller
-   * already holds it (renewal).
+   * Grant the account to `gatewayId` if nobody holds it, the holder's lease ran out, or the caller
+   * already holds it (a restart or new settings); the compare-and-set is D1's (lease.ts `claimLease`).
+   * Waits for changes being applied, so the cursors the new holder is given include them. With
+   * `instance`, only while that process owns the gateway id.
    */
-  acquireLease(gatewayId: string, ttlMs: number = LEASE_TTL_MS): { granted: boolean; lease: Lease | null } {
-    if (!this.store.meta('account_id') || this.store.meta('removed') === '1') return { granted: false, lease: null };
-    const now = Date.now();
-    const current = this.currentLease();
-    if (current && current.gateway_id !== gatewayId && current.expires_at > now)
-      return { granted: false, lease: current };
-    const lease = { gateway_id: gatewayId, expires_at: now + ttlMs };
-    this.store.setLease(lease);
-    return { granted: true, lease };
-  }
-
-  /** Renew only a lease the gateway still holds (a lapsed one nobody took counts as held). */
-  renewLease(gatewayId: string, ttlMs: number = LEASE_TTL_MS): boolean {
-    const current = this.currentLease();
-    if (!current || current.gateway_id !== gatewayId) return false;
-    return this.acquireLease(gatewayId, ttlMs).granted;
-  }
-
-  releaseLease(gatewayId: string): void {
-    this.store.dropLease(gatewayId);
+  async acquireLease(gatewayId: string, instance?: string): Promise<{ granted: boolean; lease: Lease | null }> {
+    return this.serialize(async () => {
+      const accountId = this.store.meta('account_id');
+      if (!accountId || this.store.meta('removed') === '1') return { granted: false, lease: null };
+      const claim = await claimLease(this.env, accountId, gatewayId, instance);
+      if (!claim.granted) {
+        const holder = claim.holder ?? this.currentLease()?.gateway_id;
+        return { granted: false, lease: holder ? { gateway_id: holder, expires_at: claim.expiresAt } : null };
+      }
+      const lease = { gateway_id: gatewayId, expires_at: claim.expiresAt };
+      this.store.setLease(lease);
+      return { granted: true, lease };
+    });
   }
 
   /** Null when `gatewayId` holds the lease, else why not. */

@@ -1,6 +1,8 @@
 /**
- * One Durable Object per gateway process (named by its GATEWAY_ID): it holds that gateway's
- * control WebSocket, so any part of the Worker can send the gateway a request and await its answer.
+ * One Durable Object per gateway (named by its gateway id): it holds that gateway's control
+ * WebSocket, so any part of the Worker can send the gateway a request and await its answer. Only the
+ * process that owns the id gets here (gateways/fleet.ts); `liveInstance` tells whether it still has
+ * a live socket, which a second process with the same id needs to know before taking the id over.
  * The socket is accepted with the hibernation API; an object with a request in flight stays awake.
  *
  * Liveness (common/heartbeat.ts): the gateway pings, the runtime answers for us and notes when; a
@@ -28,6 +30,8 @@ export type GatewayAnswer =
 
 interface SocketInfo {
   gateway_id: string;
+  /** The gateway process (its random instance id). */
+  instance: string;
   socket_id: string;
   opened_ms: number;
 }
@@ -67,7 +71,12 @@ export class GatewayObject extends DurableObject<Env> {
       return new Response('expected a WebSocket upgrade', { status: 426 });
     const { 0: client, 1: server } = new WebSocketPair();
     this.ctx.acceptWebSocket(server);
-    const socket: SocketInfo = { gateway_id: gatewayId, socket_id: crypto.randomUUID(), opened_ms: Date.now() };
+    const socket: SocketInfo = {
+      gateway_id: gatewayId,
+      instance: new URL(request.url).searchParams.get('instance') ?? '',
+      socket_id: crypto.randomUUID(),
+      opened_ms: Date.now(),
+    };
     server.serializeAttachment(socket);
     // Older sockets: the dead ones go now (their requests move here); the live ones finish theirs.
     for (const old of this.ctx.getWebSockets()) {
@@ -151,6 +160,12 @@ export class GatewayObject extends DurableObject<Env> {
         .map((ws) => this.lastSign(ws)),
     );
     return now - silentSince <= DEAD_AFTER_MS + RECONNECT_GRACE_MS || now - this.lostAt <= RECONNECT_GRACE_MS;
+  }
+
+  /** The process whose socket is the newest live one, or null when none is live. */
+  liveInstance(): string | null {
+    const newest = this.newestLive();
+    return newest ? (info(newest).instance ?? null) : null;
   }
 
   /** The last ping of a socket, or its opening. */

@@ -4,6 +4,7 @@ import type { GatewayAnswer } from '../durable/gateway-object.ts';
 import type { Env } from '../env.ts';
 import { ApiError, OutcomeUnknown } from '../lib/errors.ts';
 import { gatewayObject } from '../durable/gateway-stub.ts';
+import { leaseTtlMs } from '../durable/lease.ts';
 
 /** How long a gateway may take to answer a request (a login that times out takes ~15 s). */
 export const GATEWAY_REQUEST_TIMEOUT_MS = 30_000;
@@ -24,15 +25,21 @@ export async function callGateway(
   throw new ApiError(answer.kind, answer.detail);
 }
 
-/** Connected gateways, most recently seen first. */
+/**
+ * Live, connected gateways, least loaded first (accounts held for their capacity; ties in random
+ * order), so that verifies, and the claims that follow them, spread over the fleet.
+ */
 export async function connectedGateways(env: Env): Promise<string[]> {
   const { results } = await env.DB.prepare(
-    'SELECT id FROM gateways WHERE connected = 1 ORDER BY last_seen_ms DESC LIMIT 20',
-  ).all<{ id: string }>();
+    `SELECT id FROM gateways WHERE connected = 1 AND last_seen_ms > ?
+     ORDER BY min(1.0, CAST(held AS REAL) / max(capacity, 1)), random() LIMIT 20`,
+  )
+    .bind(Date.now() - leaseTtlMs(env))
+    .all<{ id: string }>();
   return results.map((r) => r.id);
 }
 
-/** Send a request to whichever gateway is connected; 502 when none is. Returns the answer and who gave it. */
+/** Send a request to the least loaded connected gateway; 502 when none is. Returns the answer and who gave it. */
 export async function callAnyGateway(
   env: Env,
   request: GatewayRequest,

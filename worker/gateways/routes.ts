@@ -3,30 +3,31 @@
  * authenticated by an HMAC signature with GATEWAY_SECRET and a one-time nonce (auth.ts), plus the
  * gateway's control WebSocket.
  */
-import { NOT_REMOVED } from '../accounts/removed.ts';
 import { Hono, type Context } from 'hono';
 import type { z } from 'zod';
 import {
   ChangesRequest,
+  GATEWAY_ID_IN_USE_TYPE,
   HeartbeatRequest,
   LEASE_LOST_TYPE,
   OUT_OF_ORDER_TYPE,
   LeaseRequest,
+  ReleaseRequest,
   SendOutcome,
   StatusRequest,
-  type HeartbeatResponse,
   type FolderCursor,
   type LeaseResponse,
   type MailboxConfig,
 } from '../../common/relay.ts';
 import type { AppEnv } from '../env.ts';
 import { openPasswords } from '../accounts/credentials.ts';
-import { LEASE_TTL_MS, type HolderResult } from '../durable/lease.ts';
+import { leaseTtlMs, type HolderResult } from '../durable/lease.ts';
 import { ApiError } from '../lib/errors.ts';
 import { verifyGatewayCall } from './auth.ts';
+import { countHeld, heartbeat, ownerOf, registerGateway, releaseLeases } from './fleet.ts';
+import { notifyGateway } from './registry.ts';
 import { parseId } from '../lib/ids.ts';
 import { parseOrThrow } from '../lib/validation.ts';
-import { chunks, placeholders } from '../lib/sql.ts';
 import { OUTGOING_NAME, outgoingBlobKey, settleOutgoing } from '../send/outgoing.ts';
 import { blobKeys } from '../emails/store.ts';
 import { accountObject } from '../durable/account-stub.ts';
@@ -90,58 +91,63 @@ async function mailboxConfig(c: Context<AppEnv>, row: AccountSecretsRow): Promis
 const leaseLost = (detail: string) =>
   Response.json({ status: 409, type: LEASE_LOST_TYPE, title: 'Lease lost', detail }, { status: 409 });
 
+/**
+ * A 409 when another live process uses the caller's gateway id (fleet.ts `registerGateway`), else
+ * null. An owner without a live control socket (killed, then restarted with the same GATEWAY_ID)
+ * is taken over at once rather than after a lease time: that costs one call to its object, only then.
+ */
+async function ownershipRefused(
+  c: Context<AppEnv>,
+  caller: { gateway_id: string; instance: string; capacity?: number },
+): Promise<Response | null> {
+  if (await registerGateway(c.env, caller)) return null;
+  const owner = await ownerOf(c.env, caller.gateway_id);
+  const ownerAlive = owner !== null && (await gatewayObject(c.env, caller.gateway_id).liveInstance()) === owner;
+  if (!ownerAlive && (await registerGateway(c.env, caller, owner))) return null;
+  const detail = `Gateway id ${caller.gateway_id} is used by another live gateway process; give each process its own GATEWAY_ID (or none: the default is unique).`;
+  return Response.json(
+    { status: 409, type: GATEWAY_ID_IN_USE_TYPE, title: 'Gateway id in use', detail },
+    { status: 409 },
+  );
+}
+
 export const gatewayRoutes = new Hono<AppEnv>()
-  // The control WebSocket: a signed GET (headers, one-time nonce) naming the gateway in its query.
-  // Only then does the request reach the gateway's object, so nobody else can take its place.
+  // The control WebSocket: a signed GET (headers, one-time nonce) naming the gateway and its process
+  // in its query. Only the process that owns the id reaches the gateway's object, so no other process
+  // (an impostor, or a second one started with the same GATEWAY_ID) can take its place.
   .get('/connect', async (c) => {
     await verifyGatewayCall(c, '');
     const gatewayId = c.req.query('gateway_id') ?? '';
-    if (!gatewayId || gatewayId.length > 100) throw new ApiError('invalid_parameters', 'gateway_id: required');
+    const instance = c.req.query('instance') ?? '';
+    if (!gatewayId || gatewayId.length > 100 || !instance || instance.length > 100)
+      throw new ApiError('invalid_parameters', 'gateway_id and instance: required');
+    const refused = await ownershipRefused(c, { gateway_id: gatewayId, instance });
+    if (refused) return refused;
     return gatewayObject(c.env, gatewayId).fetch(c.req.raw);
   })
 
   .post('/heartbeat', async (c) => {
-    const { gateway_id, held } = await signedBody(c, HeartbeatRequest);
-    const now = Date.now();
-    await c.env.DB.prepare('UPDATE gateways SET last_seen_ms = ? WHERE id = ?').bind(now, gateway_id).run();
+    const request = await signedBody(c, HeartbeatRequest);
+    const refused = await ownershipRefused(c, request);
+    if (refused) return refused;
+    return c.json(await heartbeat(c.env, request));
+  })
 
-    const lost: string[] = [];
-    const renewed: string[] = [];
-    for (const part of chunks(held, 50)) {
-      const answers = await Promise.all(
-        part.map(async (id) =>
-          parseId('account', id) ? accountObject(c.env, id).renewLease(gateway_id, LEASE_TTL_MS) : false,
-        ),
-      );
-      part.forEach((id, i) => {
-        (answers[i] ? renewed : lost).push(id);
-      });
-    }
-    for (const part of chunks(renewed)) {
-      await c.env.DB.prepare(
-        `UPDATE accounts SET gateway_id = ?, lease_expires_ms = ? WHERE id IN (${placeholders(part.length)})`,
-      )
-        .bind(gateway_id, now + LEASE_TTL_MS, ...part)
-        .run();
-    }
-    // Unheld accounts, and accounts this gateway id holds but did not list: the same gateway
-    // restarted and lost its memory, so it takes them back now instead of waiting for the lease to lapse.
-    const { results } = await c.env.DB.prepare(
-      `SELECT id FROM accounts WHERE (lease_expires_ms < ? OR gateway_id = ?) AND ${NOT_REMOVED} ORDER BY lease_expires_ms LIMIT 200`,
-    )
-      .bind(now, gateway_id)
-      .all<{ id: string }>();
-    const heldSet = new Set(held);
-    const response: HeartbeatResponse = {
-      lost,
-      claimable: results.map((r) => r.id).filter((id) => !heldSet.has(id)),
-      lease_ttl_ms: LEASE_TTL_MS,
-    };
-    return c.json(response);
+  // Leases given up at once (a stopping gateway, or surplus handed over); the live gateways are told
+  // to heartbeat now and take them.
+  .post('/release', async (c) => {
+    const request = await signedBody(c, ReleaseRequest);
+    const refused = await ownershipRefused(c, request);
+    if (refused) return refused;
+    const others = await releaseLeases(c.env, request);
+    c.executionCtx.waitUntil(
+      Promise.allSettled(others.map((id) => notifyGateway(c.env, id, { op: 'rebalance' }))).then(() => undefined),
+    );
+    return c.json({ ok: true });
   })
 
   .post('/accounts/:id/lease', async (c) => {
-    const { gateway_id } = await signedBody(c, LeaseRequest);
+    const { gateway_id, instance } = await signedBody(c, LeaseRequest);
     const accountId = accountIdParam(c);
     const row = await c.env.DB.prepare(
       `SELECT id, email, display_name, user_id, imap_host, imap_port, imap_encryption, smtp_host, smtp_port, smtp_encryption, smtp_user, credentials
@@ -151,20 +157,18 @@ export const gatewayRoutes = new Hono<AppEnv>()
       .first<AccountSecretsRow>();
     if (!row) throw new ApiError('not_found', 'Account not found');
     const stub = accountObject(c.env, accountId);
-    const { granted, lease } = await stub.acquireLease(gateway_id, LEASE_TTL_MS);
+    const { granted, lease } = await stub.acquireLease(gateway_id, instance);
     if (!granted || !lease) {
       const refused: LeaseResponse = { granted: false, holder: lease?.gateway_id ?? null };
       return c.json(refused);
     }
-    await c.env.DB.prepare('UPDATE accounts SET gateway_id = ?, lease_expires_ms = ? WHERE id = ?')
-      .bind(gateway_id, lease.expires_at, accountId)
-      .run();
+    await countHeld(c.env, gateway_id);
     const response: LeaseResponse = {
       granted: true,
       account_id: accountId,
       config: await mailboxConfig(c, row),
       cursors: await stub.cursors(),
-      lease_ttl_ms: LEASE_TTL_MS,
+      lease_ttl_ms: leaseTtlMs(c.env),
       initial_sync: await stub.initialSyncPlan(),
     };
     return c.json(response);

@@ -197,6 +197,11 @@ function followRenames(state: SyncState, listing: FolderInfo[]): { renamed: Set<
     // A renamed folder keeps its UIDs: its UIDNEXT cannot be below what was read of it.
     if (info.uidnext !== 0 && info.uidnext <= cursor.last_uid) continue;
     const before = state.folders.get(info.path);
+    // The UIDVALIDITY a path's own folder was renumbered to may happen to be a gone folder's: it is
+    // taken for a rename onto the path only when its count is nearer that folder's than its own (a
+    // reset keeps the messages). Taken for a rename, a reset would skip the renumbered mail as read.
+    const nearer = (a: number, b: number) => Math.abs(info.total - a) < Math.abs(info.total - b);
+    if (before && !nearer(folder.total_count, before.total_count)) continue;
     if (before) displaced.push(before);
     state.folders.delete(oldPath);
     state.cursors.delete(oldPath);

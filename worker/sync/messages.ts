@@ -163,7 +163,7 @@ export async function applyMessages(
       continue;
     }
     // A renumbered folder is read again from its start: its mail from before the connect stays out.
-    if (!initial && cursor.resync && Date.parse(message.internal_date) < state.account.connectedAtMs) {
+    if (!initial && cursor.resync && arrivedBeforeConnect(message, state.account.connectedAtMs)) {
       result.unusedStaged.push(...staged(message));
       continue;
     }
@@ -193,6 +193,14 @@ export async function applyMessages(
   // The change is one unit: its rows and events commit together.
   endUnit(result);
   return result;
+}
+
+/**
+ * INTERNALDATE has whole seconds: mail that arrived in the second of the connect may have come after
+ * it, so only an earlier second counts as before (letting in such a message beats losing one).
+ */
+function arrivedBeforeConnect(message: MessageIn, connectedAtMs: number): boolean {
+  return Date.parse(message.internal_date) < Math.floor(connectedAtMs / 1000) * 1000;
 }
 
 /** A source the gateway staged in R2 before the change (see `MessageIn.staged`). */

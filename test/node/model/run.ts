@@ -142,6 +142,31 @@ async function check(
       .map((r) => r.id),
   ).size;
   if (listed !== stored) problems.push(`GET /emails lists ${listed} emails, D1 holds ${stored}`);
+  if (problems.length) {
+    // A message the Worker gave up on says why in the account's last_error.
+    const [account] = options.service.query<{ status: string; last_error: string | null }>(
+      'SELECT status, last_error FROM accounts WHERE id = ?',
+      options.accountId,
+    );
+    if (account?.last_error) problems.push(`account ${account.status}, last_error: ${account.last_error}`);
+    // Where the API has a missing message now (stale memberships have negative UIDs), and what it said of it.
+    for (const modelId of new Set(diff.flatMap((p) => /^missing: .* \(model (\d+)\)$/.exec(p)?.[1] ?? []))) {
+      const emails = options.service.query<{ id: string; places: string | null }>(
+        `SELECT e.id, (SELECT group_concat(f.provider_id || '#' || ef.uid) FROM email_folders ef
+           JOIN folders f ON f.id = ef.folder_id WHERE ef.email_id = e.id) AS places
+         FROM emails e WHERE e.account_id = ? AND e.subject = ?`,
+        options.accountId,
+        `model ${modelId}`,
+      );
+      problems.push(`model ${modelId} in the API: ${emails.map((e) => `${e.id} at ${e.places}`).join('; ') || 'none'}`);
+      problems.push(
+        ...eventsOf(
+          options.service,
+          emails.map((e) => e.id),
+        ),
+      );
+    }
+  }
   return { problems, known, size: server.length };
 }
 

@@ -260,9 +260,20 @@ export const LeaseResponse = z.discriminatedUnion('granted', [
 ]);
 export type LeaseResponse = z.infer<typeof LeaseResponse>;
 
+/**
+ * The place of a batch in its gateway's stream of batches for one account: the gateway keeps
+ * several batches on their way, and the account's object applies batch `n` of a stream only after
+ * `n - 1` (a later one waits for it; one that waited too long, or comes from a stream that a newer
+ * one replaced, is refused with 409 `errors/out_of_order`, and the gateway starts a new stream). A
+ * batch already applied (`n` at or below the last one) is answered without being applied again.
+ */
+export const ChangesSequence = z.object({ stream: z.string().min(1).max(64), n: z.number().int().nonnegative() });
+export type ChangesSequence = z.infer<typeof ChangesSequence>;
+
 export const ChangesRequest = z.object({
   gateway_id: z.string().min(1).max(100),
   changes: z.array(Change).min(1),
+  sequence: ChangesSequence.optional(),
 });
 export type ChangesRequest = z.infer<typeof ChangesRequest>;
 
@@ -285,6 +296,7 @@ export type StatusRequest = z.infer<typeof StatusRequest>;
 
 /** Error answers of the internal endpoints (same shape as the public API's errors). */
 export const LEASE_LOST_TYPE = 'errors/lease_lost';
+export const OUT_OF_ORDER_TYPE = 'errors/out_of_order';
 /** Another live process uses this gateway id (409). */
 export const GATEWAY_ID_IN_USE_TYPE = 'errors/gateway_id_in_use';
 
@@ -414,5 +426,7 @@ export type GatewayToWorker = z.infer<typeof GatewayToWorker>;
 
 /** Keep a change batch under this many bytes of JSON (raw sources included); a bigger message goes alone. */
 export const MAX_BATCH_BYTES = 8 * 1024 * 1024;
-/** At most this many messages per batch. */
-export const MAX_BATCH_MESSAGES = 25;
+/** Batches of one account on their way to the Worker at once (see `ChangesSequence`). */
+export const BATCHES_IN_FLIGHT = 2;
+/** At most this many messages per batch (the Worker writes a change set-based: a few D1 statements and one R2 object). */
+export const MAX_BATCH_MESSAGES = 500;

@@ -8,6 +8,7 @@
  */
 import type { ImapFlow } from 'imapflow';
 import {
+  BATCHES_IN_FLIGHT,
   MAX_BATCH_BYTES,
   MAX_BATCH_MESSAGES,
   type Change,
@@ -186,8 +187,8 @@ export class FolderPasses {
     const query = messageQuery(gmail);
     let batch: MessageIn[] = [];
     let bytes = 0;
-    // One batch travels to the Worker while the next is fetched; sends stay strictly in order.
-    let inFlight: Promise<void> = Promise.resolve();
+    // A few batches travel to the Worker while the next is fetched; the Worker applies them in order.
+    const inFlight: Promise<void>[] = [];
     const flush = async (final: boolean) => {
       const changes: Change[] = [];
       const vanishing = [...this.#pendingExpunges].map(([from, e]) => ({ path: from, ...e }));
@@ -209,29 +210,26 @@ export class FolderPasses {
         });
       batch = [];
       bytes = 0;
-      await inFlight;
-      inFlight = this.#host.send(changes);
-      if (final) await inFlight;
+      if (inFlight.length >= BATCHES_IN_FLIGHT) await inFlight.shift();
+      const sent = this.#host.send(changes);
+      sent.catch(() => undefined); // awaited below; a failure of the loop itself is the one to report
+      inFlight.push(sent);
+      if (final) while (inFlight.length) await inFlight.shift();
     };
     let fetched = false;
-    try {
-      for await (const msg of client.fetch(`${base.last_uid + 1}:*`, query, { uid: true })) {
-        // "n:*" also matches the highest UID when it is below n.
-        if (!hasUid(msg) || msg.uid <= base.last_uid) continue;
-        const message = await toRelayed(msg, gmail, this.#host.stage);
-        // A staged source is not in the change, but the Worker reads it back while applying it.
-        const size = (message.staged ? message.size : message.raw.length) + MESSAGE_OVERHEAD_BYTES;
-        if (batch.length && (batch.length >= MAX_BATCH_MESSAGES || bytes + size > MAX_BATCH_BYTES)) await flush(false);
-        batch.push(message);
-        bytes += size;
-        lastUid = Math.max(lastUid, msg.uid);
-        fetched = true;
-      }
-      if (fetched) await flush(true);
-    } catch (err) {
-      inFlight.catch(() => undefined); // the loop's own error is the one to report
-      throw err;
+    for await (const msg of client.fetch(`${base.last_uid + 1}:*`, query, { uid: true })) {
+      // "n:*" also matches the highest UID when it is below n.
+      if (!hasUid(msg) || msg.uid <= base.last_uid) continue;
+      const message = await toRelayed(msg, gmail, this.#host.stage);
+      // A staged source is not in the change, but the Worker reads it back while applying it.
+      const size = (message.staged ? message.size : message.raw.length) + MESSAGE_OVERHEAD_BYTES;
+      if (batch.length && (batch.length >= MAX_BATCH_MESSAGES || bytes + size > MAX_BATCH_BYTES)) await flush(false);
+      batch.push(message);
+      bytes += size;
+      lastUid = Math.max(lastUid, msg.uid);
+      fetched = true;
     }
+    if (fetched) await flush(true);
     return lastUid;
   }
 

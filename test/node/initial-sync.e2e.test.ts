@@ -2,6 +2,7 @@
 // gateway. Mail spread over 40 days is put into the mailbox before the account connects; only the
 // window's mail may enter, newest first in pages, while new mail keeps arriving.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_BATCH_MESSAGES } from '../../common/relay.ts';
 import { openImap } from '../mailserver/client.ts';
 import type { MailServer } from '../mailserver/mailserver.ts';
 import { mailboxIntent } from './connect.ts';
@@ -146,8 +147,8 @@ describe('initial sync', () => {
 
   it('resumes after the gateway is killed mid-way, without duplicates', { timeout: 300_000 }, async () => {
     const now = Date.now();
-    const inWindow = 300;
-    // 300 messages over the last 2 days, 30 more before the 3-day window.
+    // More than three pages (MAX_BATCH_MESSAGES each) over the last 2 days, 30 more before the 3-day window.
+    const inWindow = 3 * MAX_BATCH_MESSAGES + 100;
     const items = [
       ...Array.from({ length: inWindow }, (_, i) => ({
         subject: `recent ${i}`,
@@ -158,11 +159,10 @@ describe('initial sync', () => {
     await appendOld('bob', 'INBOX', items);
     const account = await connect('bob', 3);
 
-    await eventually(async () => (await listAll(account.id)).length >= 50, {
-      what: 'the pull to be under way',
-      timeoutMs: 60_000,
-      intervalMs: 100,
-    });
+    // A page lands whole (one change): kill as soon as the first one did.
+    const stored = () =>
+      service.query<{ n: number }>('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?', account.id)[0]!.n;
+    await eventually(async () => stored() > 0, { what: 'the pull to be under way', timeoutMs: 60_000, intervalMs: 20 });
     await gateway.kill('SIGKILL');
     const atKill = (await listAll(account.id)).length;
     expect(atKill).toBeLessThan(inWindow);

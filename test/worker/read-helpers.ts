@@ -25,7 +25,7 @@ export async function readAccount(email?: string) {
       return messageIn(uid, raw, flags ?? []);
     });
     const applied = await account.stub.applyChanges(GATEWAY, [{ type: 'messages', path, uidvalidity: 1, messages }]);
-    if (!applied.ok) throw new Error(applied.lease_lost);
+    if (!applied.ok) throw new Error(JSON.stringify(applied));
   };
   const deliver = (path: string, ...mails: Mail[]) =>
     deliverRaw(

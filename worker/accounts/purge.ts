@@ -42,7 +42,7 @@ export async function purgeStep(env: Env, accountId: string): Promise<boolean> {
   const deleted = await db.batch(PURGE_ACCOUNT_ROWS_SQL.map((sql) => db.prepare(sql).bind(accountId)));
   if (deleted.some((r) => r.meta.changes >= PURGE_ROWS)) return false;
 
-  // Every object of the account lives under its prefix (raw sources, bodies, attachments, staged sources).
+  // Every object of the account lives under its prefix (segments, raw sources, bodies, attachments, staged sources).
   for (let page = 0; page < PURGE_BLOB_PAGES; page++) {
     const listing = await env.BLOBS.list({ prefix: blobKeys.accountPrefix(accountId), limit: 1000 });
     await deleteBlobs(

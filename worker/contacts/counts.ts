@@ -5,56 +5,111 @@
 import type { EmailRow } from '../emails/present.ts';
 import { normalizeAddress } from '../ingest/parse.ts';
 import type { ParsedAddress, ParsedMessage } from '../ingest/types.ts';
+import { jsonChunks, jsonColumns } from '../lib/sql.ts';
 
-/** Participant rows and contact counts of a new email; the account's own addresses are no contacts. */
+const CONTACT_COLUMNS = ['address', 'name', 'name_folded', 'name_ms', 'n', 'last_at', 'last_ms'] as const;
+
+/** One contact as a change's new emails name it: how often, its latest date, and the name that wins. */
+interface Mentions {
+  n: number;
+  lastMs: number;
+  lastAt: string;
+  /** Latest date among the emails before, in order: a name counts only from an email at least as recent. */
+  prefixMs: number;
+  name: string;
+  nameMs: number;
+}
+
+/**
+ * Participant rows and contact counts of new emails, set-based: one statement for the participants
+ * and two for the contacts (existing ones counted up, then new ones inserted) per JSON chunk. A
+ * contact's name is that of the latest email naming it with a name, as if the emails came one by one.
+ * The account's own addresses are no contacts.
+ */
 export function countUpStatements(
   db: D1Database,
-  row: EmailRow,
-  mail: Pick<ParsedMessage, 'from' | 'to' | 'cc' | 'bcc'>,
+  accountId: string,
+  emails: { row: EmailRow; mail: Pick<ParsedMessage, 'from' | 'to' | 'cc' | 'bcc'> }[],
   ownAddresses: Set<string>,
 ): D1PreparedStatement[] {
-  const out: D1PreparedStatement[] = [];
-  const kinds: [string, ParsedAddress[]][] = [
-    ['from', mail.from ? [mail.from] : []],
-    ['to', mail.to],
-    ['cc', mail.cc],
-    ['bcc', mail.bcc],
-  ];
-  const contacts = new Map<string, string>();
-  for (const [kind, list] of kinds) {
-    const seen = new Set<string>();
-    for (const a of list) {
-      const address = normalizeAddress(a.address);
-      if (!address || seen.has(address)) continue;
-      seen.add(address);
-      out.push(
-        db
-          .prepare('INSERT OR IGNORE INTO email_participants (email_id, account_id, kind, address) VALUES (?, ?, ?, ?)')
-          .bind(row.id, row.account_id, kind, address),
-      );
-      if (ownAddresses.has(address)) continue;
-      if (!contacts.has(address) || (a.name && !contacts.get(address))) contacts.set(address, a.name ?? '');
+  const participants: unknown[][] = [];
+  const contacts = new Map<string, Mentions>();
+  for (const { row, mail } of emails) {
+    const kinds: [string, ParsedAddress[]][] = [
+      ['from', mail.from ? [mail.from] : []],
+      ['to', mail.to],
+      ['cc', mail.cc],
+      ['bcc', mail.bcc],
+    ];
+    const named = new Map<string, string>();
+    for (const [kind, list] of kinds) {
+      const seen = new Set<string>();
+      for (const a of list) {
+        const address = normalizeAddress(a.address);
+        if (!address || seen.has(address)) continue;
+        seen.add(address);
+        participants.push([row.id, accountId, kind, address]);
+        if (ownAddresses.has(address)) continue;
+        if (!named.has(address) || (a.name && !named.get(address))) named.set(address, a.name ?? '');
+      }
+    }
+    for (const [address, name] of named) {
+      const c = contacts.get(address) ?? {
+        n: 0,
+        lastMs: -Infinity,
+        lastAt: '',
+        prefixMs: -Infinity,
+        name: '',
+        nameMs: 0,
+      };
+      if (name && row.date_ms >= c.prefixMs) Object.assign(c, { name, nameMs: row.date_ms });
+      if (row.date_ms > c.lastMs) Object.assign(c, { lastMs: row.date_ms, lastAt: row.date });
+      c.prefixMs = Math.max(c.prefixMs, row.date_ms);
+      c.n += 1;
+      contacts.set(address, c);
     }
   }
-  for (const [address, name] of contacts) {
-    out.push(
-      db
-        .prepare(
-          `INSERT INTO contacts (account_id, identifier, display_name, display_name_folded, emails_count, last_email_at, last_email_ms)
-           VALUES (?, ?, ?, ?, 1, ?, ?)
-           ON CONFLICT (account_id, identifier) DO UPDATE SET
-             emails_count = emails_count + 1,
-             display_name = CASE WHEN excluded.display_name != '' AND excluded.last_email_ms >= last_email_ms
-                                 THEN excluded.display_name ELSE display_name END,
-             display_name_folded = CASE WHEN excluded.display_name != '' AND excluded.last_email_ms >= last_email_ms
-                                        THEN excluded.display_name_folded ELSE display_name_folded END,
-             last_email_at = CASE WHEN excluded.last_email_ms > last_email_ms THEN excluded.last_email_at ELSE last_email_at END,
-             last_email_ms = MAX(last_email_ms, excluded.last_email_ms)`,
-        )
-        .bind(row.account_id, address, name, name.toLowerCase(), row.date, row.date_ms),
-    );
-  }
-  return out;
+  const rows = [...contacts].map(([address, c]) => [
+    address,
+    c.name,
+    c.name.toLowerCase(),
+    c.nameMs,
+    c.n,
+    c.lastAt,
+    c.lastMs,
+  ]);
+  const counted = jsonChunks(rows).flatMap((json) => [
+    db
+      .prepare(
+        `UPDATE contacts SET
+           emails_count = emails_count + j.n,
+           display_name = CASE WHEN j.name != '' AND j.name_ms >= last_email_ms THEN j.name ELSE display_name END,
+           display_name_folded = CASE WHEN j.name != '' AND j.name_ms >= last_email_ms
+                                      THEN j.name_folded ELSE display_name_folded END,
+           last_email_at = CASE WHEN j.last_ms > last_email_ms THEN j.last_at ELSE last_email_at END,
+           last_email_ms = MAX(last_email_ms, j.last_ms)
+         FROM (SELECT ${jsonColumns(CONTACT_COLUMNS)} FROM json_each(?1)) AS j
+         WHERE contacts.account_id = ?2 AND contacts.identifier = j.address`,
+      )
+      .bind(json, accountId),
+    db
+      .prepare(
+        `INSERT OR IGNORE INTO contacts
+           (account_id, identifier, display_name, display_name_folded, emails_count, last_email_at, last_email_ms)
+         SELECT ?2, address, name, name_folded, n, last_at, last_ms
+         FROM (SELECT ${jsonColumns(CONTACT_COLUMNS)} FROM json_each(?1))`,
+      )
+      .bind(json, accountId),
+  ]);
+  const participantRows = jsonChunks(participants).map((json) =>
+    db
+      .prepare(
+        `INSERT OR IGNORE INTO email_participants (email_id, account_id, kind, address)
+         SELECT ${jsonColumns(['email_id', 'account_id', 'kind', 'address'])} FROM json_each(?)`,
+      )
+      .bind(json),
+  );
+  return [...participantRows, ...counted];
 }
 
 /** A column of the contact's latest email outside the set being deleted (?1), inside an UPDATE of `contacts`. */

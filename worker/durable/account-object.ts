@@ -10,6 +10,7 @@ import {
   OutgoingResult,
   type AccountStatus,
   type Change,
+  type ChangesSequence,
   type FolderCursor,
   type FolderInfo,
   type GatewayRequest,
@@ -25,6 +26,8 @@ import { InitialSync } from '../sync/initial-sync.ts';
 import { deleteDueOrphans, nextOrphanDue, ORPHAN_GRACE_MS } from '../sync/orphans.ts';
 import { runChanges } from '../sync/run-changes.ts';
 import type { ChangeResult } from '../sync/state.ts';
+import { countingEnv, logStats, newStats, type SyncStats } from '../sync/stats.ts';
+import { ChangeOrder } from '../sync/order.ts';
 import { answerOf, callHolder, COMMAND_BUDGET, sendBudget, type CommandAnswer } from '../commands/holder.ts';
 import { applyModify, planModify, type ModifyWanted } from '../commands/modify.ts';
 import { notFound } from '../lib/errors.ts';
@@ -44,6 +47,7 @@ export interface AccountInit {
 
 export class AccountObject extends DurableObject<Env> {
   private readonly store: AccountStore;
+  private readonly order: ChangeOrder;
   /** Changes of one account are applied strictly one after another. */
   private tail: Promise<unknown> = Promise.resolve();
   /** Commands (send, mailbox actions) run one after another too, on a chain of their own: a slow send never holds up sync. */
@@ -54,6 +58,7 @@ export class AccountObject extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.store = new AccountStore(ctx.storage);
+    this.order = new ChangeOrder(this.store);
     ctx.blockConcurrencyWhile(async () => this.store.migrate());
   }
 
@@ -195,35 +200,52 @@ export class AccountObject extends DurableObject<Env> {
 
   // ------------------------------------------------------------------ changes
 
-  /** Apply a batch of changes from the gateway holding the lease, in order. Returns the cursors after it. */
-  async applyChanges(gatewayId: string, changes: Change[]): Promise<HolderResult<FolderCursor[]>> {
+  /**
+   * Apply a batch of changes from the gateway holding the lease, in order (`sequence`: its place
+   * among the gateway's batches on their way, sync/order.ts). Returns the cursors after it.
+   */
+  async applyChanges(
+    gatewayId: string,
+    changes: Change[],
+    sequence?: ChangesSequence,
+  ): Promise<HolderResult<FolderCursor[]> | { ok: false; out_of_order: string }> {
+    if (sequence) await this.order.waitForTurn(sequence);
     return this.serialize(async () => {
       const problem = this.leaseProblem(gatewayId);
       if (problem) return { ok: false, lease_lost: problem };
+      const turn = sequence ? this.order.turn(sequence) : 'apply';
+      if (turn === 'applied') return { ok: true, value: this.cursors() };
+      if (turn === 'refused') return { ok: false, out_of_order: `batch ${sequence!.n} came out of order` };
       const context = this.accountContext();
       if (!this.orphansChecked) {
         this.orphansChecked = true;
         const due = await nextOrphanDue(this.env, context.accountId);
         if (due !== null) await this.alarmAt(due);
       }
-      const applier = new ChangeApplier(this.env, context, this.store.loadCursors(), this.store.loadInitialSync());
+      const stats = newStats();
+      const env = countingEnv(this.env, stats);
+      const applier = new ChangeApplier(env, context, this.store.loadCursors(), this.store.loadInitialSync(), stats);
+      const start = performance.now();
       await applier.loadFolders();
       await runChanges(
         {
           applier,
           store: this.store,
-          commit: (result) => this.commit(result),
+          commit: (result) => this.commit(result, env, stats),
           skipped: (where, reason) => this.recordSkipped(context.accountId, where, reason),
         },
         changes,
       );
+      if (sequence) this.order.applied(sequence);
+      stats.applyMs = performance.now() - start;
+      if (stats.messages) logStats(stats);
       return { ok: true, value: this.cursors() };
     });
   }
 
   /** R2 and D1 (sync/commit.ts), then the orphan alarm, then the events go to the queue. */
-  private async commit(result: ChangeResult): Promise<void> {
-    await writeResult(this.env, result);
+  private async commit(result: ChangeResult, env: Env = this.env, stats?: SyncStats): Promise<void> {
+    await writeResult(env, result, stats);
     if (result.orphans.length) await this.alarmAt(Date.now() + ORPHAN_GRACE_MS);
     this.dispatch(result.events);
   }

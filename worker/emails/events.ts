@@ -16,7 +16,9 @@ export function withoutBodies(data: unknown): unknown {
 
 export function emailEventData(record: EmailRecord, bodies?: { html: string; plain: string }) {
   const email = presentEmailList(bodies ? { ...record, bodies } : record);
-  return new TextEncoder().encode(JSON.stringify(email)).length <= MAX_EVENT_PAYLOAD_BYTES
+  const json = JSON.stringify(email);
+  // A UTF-16 unit is at most 3 UTF-8 bytes: most payloads need no encoding to be measured.
+  return json.length * 3 <= MAX_EVENT_PAYLOAD_BYTES || new TextEncoder().encode(json).length <= MAX_EVENT_PAYLOAD_BYTES
     ? email
     : withoutBodies(email);
 }

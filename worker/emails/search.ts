@@ -1,11 +1,12 @@
 /**
  * Full-text search over subject, body and participants (the `q` filter of GET /emails), on D1's
  * FTS5. Writing: one `email_search` row (the email's stable FTS rowid) and one index row per email,
- * in the batch that inserts the email. Removing: deleting the `email_search` row (directly or by
+ * in the batch that inserts the email, many emails per statement. Removing: deleting the `email_search` row (directly or by
  * the cascade from `emails`) drops the index row (trigger in migrations/0004_read_side.sql).
  * Reading: user text never reaches FTS5 as syntax; every word is a quoted string.
  */
 import type { ParsedAddress } from '../ingest/types.ts';
+import { jsonChunks } from '../lib/sql.ts';
 
 /** Indexing cost stays bounded: only the start of a very long body is indexed. */
 const MAX_INDEXED_BODY_CHARS = 200_000;
@@ -20,19 +21,34 @@ export interface SearchDocument {
   participants: (ParsedAddress | null)[];
 }
 
-export function indexEmailStatements(db: D1Database, doc: SearchDocument): D1PreparedStatement[] {
-  const participants = doc.participants
-    .filter((a): a is ParsedAddress => a !== null)
-    .map((a) => `${a.name ?? ''} ${a.address}`.trim())
-    .join(' ');
-  return [
-    db.prepare('INSERT INTO email_search (email_id, account_id) VALUES (?, ?)').bind(doc.emailId, doc.accountId),
+/** The search rows of new emails: one `email_search` and one index statement per JSON chunk (sync/bulk.ts). */
+export function indexEmailsStatements(db: D1Database, docs: SearchDocument[]): D1PreparedStatement[] {
+  if (docs.length === 0) return [];
+  const rows = docs.map((doc) => [
+    doc.emailId,
+    doc.accountId,
+    doc.subject,
+    doc.body.slice(0, MAX_INDEXED_BODY_CHARS),
+    doc.participants
+      .filter((a): a is ParsedAddress => a !== null)
+      .map((a) => `${a.name ?? ''} ${a.address}`.trim())
+      .join(' '),
+  ]);
+  return jsonChunks(rows).flatMap((json) => [
     db
       .prepare(
-        'INSERT INTO emails_fts (rowid, subject, body, participants) SELECT rowid, ?, ?, ? FROM email_search WHERE email_id = ?',
+        `INSERT INTO email_search (email_id, account_id)
+         SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?)`,
       )
-      .bind(doc.subject, doc.body.slice(0, MAX_INDEXED_BODY_CHARS), participants, doc.emailId),
-  ];
+      .bind(json),
+    db
+      .prepare(
+        `INSERT INTO emails_fts (rowid, subject, body, participants)
+         SELECT s.rowid, json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]'), json_extract(j.value, '$[4]')
+         FROM json_each(?) j CROSS JOIN email_search s ON s.email_id = json_extract(j.value, '$[0]')`,
+      )
+      .bind(json),
+  ]);
 }
 
 /**

@@ -1,7 +1,7 @@
 /** Reading emails back from D1 (and R2, for large bodies) as `EmailRecord`s ready to present. */
 import { REMOVED_ACCOUNTS } from '../accounts/removed.ts';
 import type { Env } from '../env.ts';
-import { chunks, placeholders } from '../lib/sql.ts';
+import { readBlob } from './blobs.ts';
 import type { AttachmentRow, EmailRecord, EmailRow, StoredBodies } from './present.ts';
 
 /** The R2 keys of an email's blobs, derived from the account and the email's identity digest. */
@@ -10,6 +10,8 @@ export const blobKeys = {
   bodies: (accountId: string, digest: string) => `accounts/${accountId}/bodies/${digest}.json`,
   attachment: (accountId: string, digest: string, index: number) =>
     `accounts/${accountId}/attachments/${digest}/${index}`,
+  /** One applied change's new sources, large bodies and attachments (see blobs.ts), by a digest of the change. */
+  segment: (accountId: string, digest: string) => `accounts/${accountId}/segments/${digest}.bin`,
   /** A large source the gateway stored ahead of its change, by SHA-256; it becomes the email's raw source. */
   staged: (accountId: string, sha256: string) => `accounts/${accountId}/staged/${sha256}.eml`,
   accountPrefix: (accountId: string) => `accounts/${accountId}/`,
@@ -22,30 +24,30 @@ export async function loadEmailRecords(env: Env, rows: EmailRow[]): Promise<Emai
   const attachments = new Map<string, AttachmentRow[]>();
   const replyTargets = new Map<string, string>();
 
-  for (const part of chunks(rows)) {
-    const ids = part.map((r) => r.id);
-    const [folders, atts] = await env.DB.batch([
-      env.DB.prepare(
-        `SELECT ef.email_id, ef.folder_id FROM email_folders ef WHERE ef.email_id IN (${placeholders(ids.length)}) ORDER BY ef.folder_id`,
-      ).bind(...ids),
-      env.DB.prepare(`SELECT * FROM attachments WHERE email_id IN (${placeholders(ids.length)}) ORDER BY id`).bind(
-        ...ids,
-      ),
-    ]);
-    for (const f of (folders?.results ?? []) as { email_id: string; folder_id: string }[]) {
-      folderIds.set(f.email_id, [...(folderIds.get(f.email_id) ?? []), f.folder_id]);
-    }
-    for (const a of (atts?.results ?? []) as AttachmentRow[]) {
-      attachments.set(a.email_id, [...(attachments.get(a.email_id) ?? []), a]);
-    }
+  const ids = JSON.stringify(rows.map((r) => r.id));
+  const [folders, atts] = await env.DB.batch([
+    env.DB.prepare(
+      'SELECT email_id, folder_id FROM email_folders WHERE email_id IN (SELECT value FROM json_each(?)) ORDER BY folder_id',
+    ).bind(ids),
+    env.DB.prepare('SELECT * FROM attachments WHERE email_id IN (SELECT value FROM json_each(?)) ORDER BY id').bind(
+      ids,
+    ),
+  ]);
+  for (const f of (folders?.results ?? []) as { email_id: string; folder_id: string }[]) {
+    folderIds.set(f.email_id, [...(folderIds.get(f.email_id) ?? []), f.folder_id]);
+  }
+  for (const a of (atts?.results ?? []) as AttachmentRow[]) {
+    attachments.set(a.email_id, [...(attachments.get(a.email_id) ?? []), a]);
   }
 
   // In-reply-to targets, per account (message ids are only meaningful inside one mailbox).
-  const wanted = rows.filter((r) => r.in_reply_to);
-  for (const part of chunks(wanted, 45)) {
-    const conditions = part.map(() => '(account_id = ? AND message_id = ?)').join(' OR ');
-    const { results } = await env.DB.prepare(`SELECT id, account_id, message_id FROM emails WHERE ${conditions}`)
-      .bind(...part.flatMap((r) => [r.account_id, r.in_reply_to]))
+  const wanted = rows.filter((r) => r.in_reply_to).map((r) => [r.account_id, r.in_reply_to]);
+  if (wanted.length) {
+    const { results } = await env.DB.prepare(
+      `SELECT e.id, e.account_id, e.message_id FROM json_each(?) j
+       JOIN emails e ON e.account_id = json_extract(j.value, '$[0]') AND e.message_id = json_extract(j.value, '$[1]')`,
+    )
+      .bind(JSON.stringify(wanted))
       .all<{ id: string; account_id: string; message_id: string }>();
     for (const r of results) replyTargets.set(`${r.account_id} ${r.message_id}`, r.id);
   }
@@ -62,9 +64,9 @@ export async function loadEmailRecords(env: Env, rows: EmailRow[]): Promise<Emai
 }
 
 async function loadBodies(env: Env, key: string): Promise<StoredBodies> {
-  const object = await env.BLOBS.get(key);
-  if (!object) return { html: '', plain: '' };
-  return object.json<StoredBodies>();
+  const blob = await readBlob(env, key);
+  if (!blob) return { html: '', plain: '' };
+  return blob.object.json<StoredBodies>();
 }
 
 /** One email by id (optionally constrained to an account), or null. */

@@ -10,6 +10,7 @@ import {
   GATEWAY_ID_IN_USE_TYPE,
   HeartbeatRequest,
   LEASE_LOST_TYPE,
+  OUT_OF_ORDER_TYPE,
   LeaseRequest,
   ReleaseRequest,
   SendOutcome,
@@ -174,12 +175,15 @@ export const gatewayRoutes = new Hono<AppEnv>()
   })
 
   .post('/accounts/:id/changes', async (c) => {
-    const { gateway_id, changes } = await signedBody(c, ChangesRequest);
+    const { gateway_id, changes, sequence } = await signedBody(c, ChangesRequest);
     const accountId = accountIdParam(c);
-    const result = (await accountObject(c.env, accountId).applyChanges(gateway_id, changes)) as HolderResult<
-      FolderCursor[]
-    >;
-    return result.ok ? c.json({ cursors: result.value }) : leaseLost(result.lease_lost);
+    const result = (await accountObject(c.env, accountId).applyChanges(gateway_id, changes, sequence)) as
+      | HolderResult<FolderCursor[]>
+      | { ok: false; out_of_order: string };
+    if (result.ok) return c.json({ cursors: result.value });
+    if ('out_of_order' in result)
+      return c.json({ status: 409, type: OUT_OF_ORDER_TYPE, title: 'Out of order', detail: result.out_of_order }, 409);
+    return leaseLost(result.lease_lost);
   })
 
   // A large message source, ahead of the change that names it (common/relay.ts `MessageIn.staged`). The

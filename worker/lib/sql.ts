@@ -14,3 +14,33 @@ export function chunks<T>(items: T[], size: number = PARAM_CHUNK): T[][] {
 
 /** `?,?,…` for an `IN (…)` list or a VALUES row of `n` bound parameters. */
 export const placeholders = (n: number): string => Array.from({ length: n }, () => '?').join(',');
+
+/** Bytes of JSON bound to one statement: D1 takes 2,000,000 bytes per value; this leaves room. */
+export const JSON_PARAM_BYTES = 1_800_000;
+
+/** UTF-8 length of a string, at most over-counted (each non-ASCII UTF-16 unit counted as 3 bytes). */
+const utf8Bound = (text: string): number => text.length + 2 * (text.match(/[\u0080-\uffff]/g)?.length ?? 0);
+
+/** The items as JSON arrays of at most `limit` UTF-8 bytes each (an item larger than that goes alone). */
+export function jsonChunks(items: unknown[], limit: number = JSON_PARAM_BYTES): string[] {
+  const out: string[] = [];
+  let part: string[] = [];
+  let size = 2;
+  for (const item of items) {
+    const text = JSON.stringify(item);
+    const bytes = utf8Bound(text);
+    if (part.length && size + bytes + 1 > limit) {
+      out.push(`[${part.join(',')}]`);
+      part = [];
+      size = 2;
+    }
+    part.push(text);
+    size += bytes + 1;
+  }
+  if (part.length) out.push(`[${part.join(',')}]`);
+  return out;
+}
+
+/** `json_extract(value, '$[0]') AS a, …`: the columns of one json_each row. */
+export const jsonColumns = (names: readonly string[], source = 'value'): string =>
+  names.map((name, i) => `json_extract(${source}, '$[${i}]') AS ${name}`).join(', ');

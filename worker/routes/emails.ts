@@ -2,6 +2,7 @@ import { Hono, type Context } from 'hono';
 import type { AppEnv } from '../env.ts';
 import { presentEmailList, presentEmailSingle, type EmailRow } from '../emails/present.ts';
 import { buildEmailQuery, DraftListQuery, EmailListQuery, filtersKey } from '../emails/query.ts';
+import { readBlob } from '../emails/blobs.ts';
 import { loadEmail, loadEmailRecords } from '../emails/store.ts';
 import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
@@ -54,11 +55,12 @@ export const emails = new Hono<AppEnv>()
   .get('/:email_id', async (c) => c.json(presentEmailSingle(await emailFromPath(c))))
   .get('/:email_id/raw', async (c) => {
     const record = await emailFromPath(c);
-    const object = record.row.raw_key ? await c.env.BLOBS.get(record.row.raw_key) : null;
-    if (!object) throw notFound('Raw source');
-    return new Response(object.body, {
+    const blob = record.row.raw_key ? await readBlob(c.env, record.row.raw_key) : null;
+    if (!blob) throw notFound('Raw source');
+    return new Response(blob.object.body, {
       headers: {
         'Content-Type': 'message/rfc822',
+        'Content-Length': String(blob.size),
         'Content-Disposition': contentDisposition('attachment', `${record.row.id}.eml`),
       },
     });
@@ -67,12 +69,12 @@ export const emails = new Hono<AppEnv>()
     const record = await emailFromPath(c);
     const attachmentId = parseId('attachment', c.req.param('attachment_id'));
     const attachment = record.attachments.find((a) => a.id === attachmentId);
-    const object = attachment ? await c.env.BLOBS.get(attachment.blob_key) : null;
-    if (!attachment || !object) throw notFound('Attachment');
-    return new Response(object.body, {
+    const blob = attachment ? await readBlob(c.env, attachment.blob_key) : null;
+    if (!attachment || !blob) throw notFound('Attachment');
+    return new Response(blob.object.body, {
       headers: {
         'Content-Type': attachment.mime || 'application/octet-stream',
-        'Content-Length': String(object.size),
+        'Content-Length': String(blob.size),
         'Content-Disposition': contentDisposition('attachment', attachment.name || 'attachment'),
       },
     });

@@ -8,6 +8,7 @@ import { unwrap } from '../commands/holder.ts';
 import { accountObject } from '../durable/account-stub.ts';
 import type { Env } from '../env.ts';
 import type { EmailRow, StoredAddress } from '../emails/present.ts';
+import { readBlob } from '../emails/blobs.ts';
 import { loadEmailRecords } from '../emails/store.ts';
 import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
@@ -46,12 +47,12 @@ export async function draftToSend(env: Env, body: ComposeBody & { draft_id: stri
   if (!record) throw notFound('Draft');
   const attachments = [];
   for (const a of record.attachments) {
-    const object = await env.BLOBS.get(a.blob_key);
-    if (!object) throw notFound(`Attachment ${a.id} of the draft`);
+    const blob = await readBlob(env, a.blob_key);
+    if (!blob) throw notFound(`Attachment ${a.id} of the draft`);
     attachments.push({
       name: a.name || 'attachment',
       ...(a.mime ? { content_type: a.mime } : {}),
-      content: toBase64(new Uint8Array(await object.arrayBuffer())),
+      content: toBase64(new Uint8Array(await blob.object.arrayBuffer())),
       ...(a.cid ? { cid: a.cid } : {}),
     });
   }

@@ -15,7 +15,15 @@ import { applyFolders } from './folders.ts';
 import type { InitialSync } from './initial-sync.ts';
 import { applyFlags, applySnapshot, applyVanished, detachStale } from './memberships.ts';
 import { applyMessages } from './messages.ts';
-import { emptyResult, type AccountContext, type ChangeResult, type CursorState, type SyncState } from './state.ts';
+import type { SyncStats } from './stats.ts';
+import {
+  emptyResult,
+  pushEvent,
+  type AccountContext,
+  type ChangeResult,
+  type CursorState,
+  type SyncState,
+} from './state.ts';
 
 export class ChangeApplier {
   readonly state: SyncState;
@@ -25,8 +33,9 @@ export class ChangeApplier {
     account: AccountContext,
     cursors: Map<string, CursorState>,
     initialSync: InitialSync | null = null,
+    stats?: SyncStats,
   ) {
-    this.state = { env, account, cursors, folders: new Map(), initialSync };
+    this.state = { env, account, cursors, folders: new Map(), initialSync, ...(stats && { stats }) };
   }
 
   get cursors(): Map<string, CursorState> {
@@ -74,8 +83,8 @@ export class ChangeApplier {
           change.error,
         );
         if (moved) {
-          result.statements.push(...moved.statements);
-          result.events.push(moved.event);
+          result.statements.push(moved.statement);
+          pushEvent(result, moved.event);
         }
         return result;
       }

@@ -1,18 +1,21 @@
 /**
  * Writing a ChangeResult: its R2 objects first, then its statements as D1 batches (one transaction
- * each), cut only where a unit ends so no message is ever half written without its event.
+ * each), cut only where a unit ends so no message is ever half written without its event. The
+ * outbox rows of a batch's events are written in bulk at its end (sync/bulk.ts).
  */
-import { deleteBlobs } from '../emails/delete.ts';
 import type { Env } from '../env.ts';
+import { releaseBlobs } from '../emails/blobs.ts';
+import { eventRows } from './bulk.ts';
 import type { ChangeResult } from './state.ts';
+import { timed } from './stats.ts';
+import type { SyncStats } from './stats.ts';
 
 /** Statements per D1 batch (one transaction) before a change is split, at unit ends only. */
 const MAX_BATCH_STATEMENTS = 400;
 
-/** The statements of a change as D1 batches: whole when small, else cut only where a unit ends. */
-export function d1Batches(result: Pick<ChangeResult, 'statements' | 'unitEnds'>): D1PreparedStatement[][] {
-  const { statements, unitEnds } = result;
-  const out: D1PreparedStatement[][] = [];
+/** Where the statements of a change are cut into D1 batches: whole when small, else only where a unit ends. */
+function batchEnds({ statements, unitEnds }: Pick<ChangeResult, 'statements' | 'unitEnds'>): number[] {
+  const ends: number[] = [];
   let start = 0;
   while (start < statements.length) {
     let end = statements.length;
@@ -21,32 +24,46 @@ export function d1Batches(result: Pick<ChangeResult, 'statements' | 'unitEnds'>)
       // The last unit end that fits; a single unit bigger than the limit still goes whole.
       end = fits.length ? fits[fits.length - 1]! : (unitEnds.find((e) => e > start) ?? statements.length);
     }
-    out.push(statements.slice(start, end));
+    ends.push(end);
     start = end;
   }
-  return out;
+  return ends;
 }
 
-/** R2 first (keys derive from identities, so a retry rewrites the same objects), then D1. */
-export async function writeResult(env: Env, result: ChangeResult): Promise<void> {
-  await Promise.all(
-    result.blobs.map((b) => env.BLOBS.put(b.key, b.body, { httpMetadata: { contentType: b.contentType } })),
+/** The statements of a change as D1 batches (without their events' outbox rows). */
+export function d1Batches(result: Pick<ChangeResult, 'statements' | 'unitEnds'>): D1PreparedStatement[][] {
+  const ends = batchEnds(result);
+  return ends.map((end, i) => result.statements.slice(i === 0 ? 0 : ends[i - 1], end));
+}
+
+/** The D1 batches of a change, each with the outbox rows of the events added among its statements. */
+export function batchesWithEvents(db: D1Database, result: ChangeResult): D1PreparedStatement[][] {
+  const ends = batchEnds(result);
+  if (ends.length === 0) return result.events.length ? [eventRows(db, result.events)] : [];
+  let start = 0;
+  return ends.map((end, i) => {
+    const last = i === ends.length - 1;
+    // An event added when `start` statements existed belongs to the unit that ended there.
+    const events = result.events.filter((_, k) => {
+      const mark = result.eventMarks[k]!;
+      return (mark > start || (start === 0 && mark === 0)) && (mark <= end || last);
+    });
+    const batch = [...result.statements.slice(start, end), ...eventRows(db, events)];
+    start = end;
+    return batch;
+  });
+}
+
+/** R2 first (keys derive from identities or the change, so a retry rewrites the same objects), then D1. */
+export async function writeResult(env: Env, result: ChangeResult, stats?: SyncStats): Promise<void> {
+  await timed(stats, 'r2Ms', () =>
+    Promise.all(
+      result.blobs.map((b) => env.BLOBS.put(b.key, b.body, { httpMetadata: { contentType: b.contentType } })),
+    ),
   );
-  for (const batch of d1Batches(result)) await env.DB.batch(batch);
-  if (result.unusedStaged.length === 0) return;
-  const used = await stagedInUse(env, result.unusedStaged);
-  const unused = [...new Set(result.unusedStaged)].filter((key) => !used.has(key));
-  await deleteBlobs(env.BLOBS, unused);
-}
-
-/** Which of these staged sources are still the raw source of some email, in one query. */
-export async function stagedInUse(env: Env, keys: string[]): Promise<Set<string>> {
-  if (keys.length === 0) return new Set();
-  // The GLOB term repeats the partial index's condition, so SQLite answers from that index.
-  const { results } = await env.DB.prepare(
-    "SELECT DISTINCT raw_key FROM emails WHERE raw_key IN (SELECT value FROM json_each(?)) AND raw_key GLOB '*/staged/*'",
-  )
-    .bind(JSON.stringify([...new Set(keys)]))
-    .all<{ raw_key: string }>();
-  return new Set(results.map((r) => r.raw_key));
+  await timed(stats, 'd1Ms', async () => {
+    for (const batch of batchesWithEvents(env.DB, result)) await env.DB.batch(batch);
+  });
+  // Staged sources no email was made of (unless an identical copy uses them).
+  if (result.unusedStaged.length) await releaseBlobs(env, result.unusedStaged);
 }

@@ -12,10 +12,9 @@ import type { FolderRow } from '../folders/present.ts';
 import { normalizeAddress } from '../ingest/parse.ts';
 import type { ParsedAddress, ParsedMessage } from '../ingest/types.ts';
 import { newId } from '../lib/ids.ts';
-import { placeholders } from '../lib/sql.ts';
 import { iso } from '../lib/time.ts';
 import type { FlagState } from './memberships.ts';
-import type { ChangeResult } from './state.ts';
+import type { BlobWriter } from './segment.ts';
 
 /** Bodies larger than this many UTF-8 bytes (HTML + text) go to R2; the row keeps a pointer. */
 const INLINE_BODY_MAX_BYTES = 256 * 1024;
@@ -28,7 +27,8 @@ const ADDRESSES_MAX = 1_000;
 const REFERENCES_MAX = 200;
 
 const utf8 = new TextEncoder();
-const utf8Length = (text: string): number => utf8.encode(text).byteLength;
+/** UTF-8 length, measured only when it could matter (a UTF-16 unit is at most 3 bytes). */
+const utf8Over = (text: string, max: number): boolean => text.length * 3 > max && utf8.encode(text).byteLength > max;
 
 const stored = (a: ParsedAddress): StoredAddress => ({ address: a.address, name: a.name ?? '' });
 const storedList = (list: ParsedAddress[]): string => JSON.stringify(list.slice(0, ADDRESSES_MAX).map(stored));
@@ -48,27 +48,27 @@ export interface NewEmail {
 const blobDigest = async (accountId: string, identity: string): Promise<string> =>
   (await sha256Hex(`${accountId}\n${identity}`)).slice(0, 40);
 
-/** The row of a new email; its R2 objects are added to `result.blobs`. */
-export async function buildEmailRow(e: NewEmail, raw: Uint8Array, result: ChangeResult): Promise<EmailRow> {
+/** The row of a new email; its bytes go to `blobs` (a segment, or objects of their own). */
+export async function buildEmailRow(e: NewEmail, raw: Uint8Array, blobs: BlobWriter): Promise<EmailRow> {
   const { mail, message, accountId } = e;
-  const digest = await blobDigest(accountId, e.identity);
+  const digest = blobs.ownKeys ? await blobDigest(accountId, e.identity) : '';
   const dateMs = mail.date_ms ?? (Date.parse(message.internal_date) || Date.now());
   const isDraft = e.flags.draft || e.folder.role === 'DRAFTS';
 
   // A staged source already is in R2: it becomes the raw source as it is (no second copy of a large message).
-  const rawKey = message.staged ? blobKeys.staged(accountId, message.staged) : blobKeys.raw(accountId, digest);
-  if (!message.staged) result.blobs.push({ key: rawKey, body: raw, contentType: 'message/rfc822' });
+  const rawKey = message.staged
+    ? blobKeys.staged(accountId, message.staged)
+    : blobs.put(blobKeys.raw(accountId, digest), raw, 'message/rfc822');
   const headersJson = JSON.stringify(mail.headers);
-  const bodiesOutside = utf8Length(mail.html) + utf8Length(mail.plain) > INLINE_BODY_MAX_BYTES;
-  const headersOutside = utf8Length(headersJson) > INLINE_HEADERS_MAX_BYTES;
+  const bodiesOutside = utf8Over(mail.html + mail.plain, INLINE_BODY_MAX_BYTES);
+  const headersOutside = utf8Over(headersJson, INLINE_HEADERS_MAX_BYTES);
   let bodyKey: string | null = null;
   if (bodiesOutside || headersOutside) {
-    bodyKey = blobKeys.bodies(accountId, digest);
     const outside: StoredBodies = {
       ...(bodiesOutside && { html: mail.html, plain: mail.plain }),
       ...(headersOutside && { headers: mail.headers }),
     };
-    result.blobs.push({ key: bodyKey, body: JSON.stringify(outside), contentType: 'application/json' });
+    bodyKey = blobs.put(blobKeys.bodies(accountId, digest), JSON.stringify(outside), 'application/json');
   }
   const subject = mail.subject.slice(0, SUBJECT_MAX_CHARS);
 
@@ -111,16 +111,15 @@ export async function buildEmailRow(e: NewEmail, raw: Uint8Array, result: Change
   };
 }
 
-/** Attachment rows of a new email; each attachment's bytes go to R2 under the email's digest. */
-export async function attachmentRows(
-  row: EmailRow,
-  mail: ParsedMessage,
-  result: ChangeResult,
-): Promise<AttachmentRow[]> {
-  const digest = await blobDigest(row.account_id, row.identity);
+/** Attachment rows of a new email; each attachment's bytes go to `blobs`. */
+export async function attachmentRows(row: EmailRow, mail: ParsedMessage, blobs: BlobWriter): Promise<AttachmentRow[]> {
+  const digest = mail.attachments.length && blobs.ownKeys ? await blobDigest(row.account_id, row.identity) : '';
   return mail.attachments.map((a, index) => {
-    const key = blobKeys.attachment(row.account_id, digest, index);
-    result.blobs.push({ key, body: a.content, contentType: a.mime || 'application/octet-stream' });
+    const key = blobs.put(
+      blobKeys.attachment(row.account_id, digest, index),
+      a.content,
+      a.mime || 'application/octet-stream',
+    );
     return {
       id: newId('attachment'),
       email_id: row.id,
@@ -134,11 +133,4 @@ export async function attachmentRows(
       blob_key: key,
     };
   });
-}
-
-export function insertRow(db: D1Database, table: 'emails' | 'attachments', row: EmailRow | AttachmentRow) {
-  const columns = Object.keys(row) as (keyof typeof row)[];
-  return db
-    .prepare(`INSERT INTO ${table} (${columns.join(', ')}) VALUES (${placeholders(columns.length)})`)
-    .bind(...columns.map((c) => (row as unknown as Record<string, unknown>)[c]));
 }

@@ -8,7 +8,6 @@ import type { MessageIn } from '../../common/relay.ts';
 import { sha256Hex } from '../../common/crypto.ts';
 import type { EmailRow } from '../emails/present.ts';
 import type { ParsedMessage } from '../ingest/types.ts';
-import { chunks } from '../lib/sql.ts';
 
 export async function identityOf(
   message: Pick<MessageIn, 'gm_msgid'>,
@@ -32,18 +31,19 @@ export async function emailsByBaseIdentity(
   bases: string[],
 ): Promise<Map<string, EmailRow[]>> {
   const out = new Map<string, EmailRow[]>();
-  // One index range per base: the base itself and its copies ('#' sorts right below '$'). Each OR
-  // term names the account, so SQLite answers every term from the (account_id, identity) index.
-  for (const part of chunks([...new Set(bases)], 30)) {
-    const conditions = part.map(() => '(account_id = ? AND identity >= ? AND identity < ?)').join(' OR ');
-    const { results } = await db
-      .prepare(`SELECT * FROM emails WHERE ${conditions}`)
-      .bind(...part.flatMap((b) => [accountId, b, `${b}$`]))
-      .all<EmailRow>();
-    for (const row of results) {
-      const base = baseIdentity(row.identity);
-      out.set(base, [...(out.get(base) ?? []), row]);
-    }
+  if (bases.length === 0) return out;
+  // One index range per base: the base itself and its copies ('#' sorts right below '$'); the CROSS
+  // JOIN keeps json_each outside, so SQLite answers each base from the (account_id, identity) index.
+  const { results } = await db
+    .prepare(
+      `SELECT e.* FROM json_each(?2) j CROSS JOIN emails e
+       ON e.account_id = ?1 AND e.identity >= j.value AND e.identity < j.value || '$'`,
+    )
+    .bind(accountId, JSON.stringify([...new Set(bases)]))
+    .all<EmailRow>();
+  for (const row of results) {
+    const base = baseIdentity(row.identity);
+    out.set(base, [...(out.get(base) ?? []), row]);
   }
   return out;
 }

@@ -12,7 +12,7 @@
  */
 import type { InitialSyncPlan, MessageIn } from '../../common/relay.ts';
 import { ACCOUNT_COLUMNS, presentAccount, type AccountRow } from '../accounts/present.ts';
-import { eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
+import { newEvent, type OutboxEvent } from '../events/outbox.ts';
 import { isoNow } from '../lib/time.ts';
 
 export type InitialSyncStatus = 'pending' | 'running' | 'completed' | 'failed';
@@ -60,14 +60,14 @@ export class InitialSync {
   /**
    * The gateway reports progress: pending → running → completed | failed; anything else (a repeated
    * `running` after a gateway restart, a late report) changes nothing. Returns the account row's
-   * update and its event, or null.
+   * update and its event (its outbox row is written with the change), or null.
    */
   async advance(
     db: D1Database,
     accountId: string,
     next: Exclude<InitialSyncStatus, 'pending'>,
     error: string | null,
-  ): Promise<{ statements: D1PreparedStatement[]; event: OutboxEvent } | null> {
+  ): Promise<{ statement: D1PreparedStatement; event: OutboxEvent } | null> {
     const allowed = next === 'running' ? this.status === 'pending' : this.status === 'running';
     if (!allowed) return null;
     const row = await db
@@ -79,10 +79,9 @@ export class InitialSync {
     this.status = next;
     const event = newEvent(`account.initial_sync.${next}`, accountId, presentAccount({ ...row, initial_sync: next }));
     return {
-      statements: [
-        db.prepare('UPDATE accounts SET initial_sync = ?, updated_at = ? WHERE id = ?').bind(next, isoNow(), accountId),
-        eventStatement(db, event),
-      ],
+      statement: db
+        .prepare('UPDATE accounts SET initial_sync = ?, updated_at = ? WHERE id = ?')
+        .bind(next, isoNow(), accountId),
       event,
     };
   }

@@ -12,8 +12,8 @@ import { emailEventData } from '../emails/events.ts';
 import type { EmailRecord, EmailRow } from '../emails/present.ts';
 import { loadEmailRecords } from '../emails/store.ts';
 import { mainRole, type FolderRow } from '../folders/present.ts';
-import { chunks, placeholders } from '../lib/sql.ts';
 import { isoNow } from '../lib/time.ts';
+import { updateRows } from './bulk.ts';
 import { addEvent, emptyResult, endUnit, type ChangeResult, type SyncState } from './state.ts';
 
 export type FlagState = { unread: boolean; starred: boolean; draft: boolean };
@@ -37,14 +37,13 @@ export async function membershipsByUid(
   uids: number[],
 ): Promise<Map<number, string>> {
   const out = new Map<number, string>();
-  for (const part of chunks([...new Set(uids)])) {
-    const { results } = await state.env.DB.prepare(
-      `SELECT uid, email_id FROM email_folders WHERE folder_id = ? AND uid IN (${placeholders(part.length)})`,
-    )
-      .bind(folderId, ...part)
-      .all<{ uid: number; email_id: string }>();
-    for (const r of results) out.set(r.uid, r.email_id);
-  }
+  if (uids.length === 0) return out;
+  const { results } = await state.env.DB.prepare(
+    'SELECT uid, email_id FROM email_folders WHERE folder_id = ? AND uid IN (SELECT value FROM json_each(?))',
+  )
+    .bind(folderId, JSON.stringify([...new Set(uids)]))
+    .all<{ uid: number; email_id: string }>();
+  for (const r of results) out.set(r.uid, r.email_id);
   return out;
 }
 
@@ -56,17 +55,16 @@ export interface Membership {
   flagged: number | null;
 }
 
-/** For each email, the folders it is in (UID and flags there), in one query per chunk. */
+/** For each email, the folders it is in (UID and flags there), in one query. */
 export async function membershipsOf(state: SyncState, emailIds: string[]): Promise<Map<string, Membership[]>> {
   const out = new Map<string, Membership[]>();
-  for (const part of chunks([...new Set(emailIds)])) {
-    const { results } = await state.env.DB.prepare(
-      `SELECT email_id, folder_id, uid, seen, flagged FROM email_folders WHERE email_id IN (${placeholders(part.length)})`,
-    )
-      .bind(...part)
-      .all<Membership & { email_id: string }>();
-    for (const r of results) out.set(r.email_id, [...(out.get(r.email_id) ?? []), r]);
-  }
+  if (emailIds.length === 0) return out;
+  const { results } = await state.env.DB.prepare(
+    'SELECT email_id, folder_id, uid, seen, flagged FROM email_folders WHERE email_id IN (SELECT value FROM json_each(?))',
+  )
+    .bind(JSON.stringify([...new Set(emailIds)]))
+    .all<Membership & { email_id: string }>();
+  for (const r of results) out.set(r.email_id, [...(out.get(r.email_id) ?? []), r]);
   return out;
 }
 
@@ -85,13 +83,15 @@ export async function applyFlags(
     updates.map((u) => u.uid),
   );
   const copies = new Map<string, FlagState>();
+  const rows: unknown[][] = [];
   for (const u of updates) {
     const emailId = byUid.get(u.uid);
     if (!emailId) continue;
     const flags = flagState(u.flags);
     copies.set(emailId, flags);
-    result.statements.push(copyFlagsStatement(state, where.folder.id, u.uid, flags));
+    rows.push([where.folder.id, u.uid, flags.unread ? 0 : 1, flags.starred ? 1 : 0]);
   }
+  result.statements.push(...copyFlagsStatements(state, rows));
   if (copies.size) await refreshEmails(state, [...copies.keys()], result, { folder: where.folder, copies });
   return result;
 }
@@ -175,37 +175,31 @@ async function detachMatching(state: SyncState, folder: FolderRow, condition: 'u
 export async function detach(state: SyncState, folder: FolderRow, uids: number[], result: ChangeResult): Promise<void> {
   const db = state.env.DB;
   const byUid = await membershipsByUid(state, folder.id, uids);
+  if (byUid.size === 0) return;
   const now = Date.now();
-  for (const part of chunks([...byUid.keys()])) {
-    const emailIds = [...new Set(part.map((uid) => byUid.get(uid)!))];
-    result.statements.push(
-      db
-        .prepare(`DELETE FROM email_folders WHERE folder_id = ? AND uid IN (${placeholders(part.length)})`)
-        .bind(folder.id, ...part),
-      db
-        .prepare(
-          `UPDATE emails SET orphaned_at_ms = ? WHERE id IN (${placeholders(emailIds.length)})
-           AND NOT EXISTS (SELECT 1 FROM email_folders WHERE email_id = emails.id)`,
-        )
-        .bind(now, ...emailIds),
-    );
-    const memberships = await membershipsOf(state, emailIds);
-    const stillFiled = emailIds.filter((id) => (memberships.get(id) ?? []).some((m) => m.folder_id !== folder.id));
-    result.orphans.push(...emailIds.filter((id) => !stillFiled.includes(id)));
-    if (stillFiled.length)
-      await refreshEmails(state, stillFiled, result, { folder, removed: true }, { unitPerEmail: false });
-    endUnit(result);
-  }
+  const emailIds = [...new Set(byUid.values())];
+  result.statements.push(
+    db
+      .prepare('DELETE FROM email_folders WHERE folder_id = ? AND uid IN (SELECT value FROM json_each(?))')
+      .bind(folder.id, JSON.stringify([...byUid.keys()])),
+    db
+      .prepare(
+        `UPDATE emails SET orphaned_at_ms = ? WHERE id IN (SELECT value FROM json_each(?))
+         AND NOT EXISTS (SELECT 1 FROM email_folders WHERE email_id = emails.id)`,
+      )
+      .bind(now, JSON.stringify(emailIds)),
+  );
+  const memberships = await membershipsOf(state, emailIds);
+  const stillFiled = emailIds.filter((id) => (memberships.get(id) ?? []).some((m) => m.folder_id !== folder.id));
+  result.orphans.push(...emailIds.filter((id) => !stillFiled.includes(id)));
+  if (stillFiled.length)
+    await refreshEmails(state, stillFiled, result, { folder, removed: true }, { unitPerEmail: false });
+  endUnit(result);
 }
 
-/** Writes one copy's flags (the email's own flags are recomputed from its copies). */
-export function copyFlagsStatement(state: SyncState, folderId: string, uid: number, flags: FlagState) {
-  return state.env.DB.prepare('UPDATE email_folders SET seen = ?, flagged = ? WHERE folder_id = ? AND uid = ?').bind(
-    flags.unread ? 0 : 1,
-    flags.starred ? 1 : 0,
-    folderId,
-    uid,
-  );
+/** Writes copies' flags, rows of [folder_id, uid, seen, flagged] (the emails' own flags are recomputed from their copies). */
+export function copyFlagsStatements(state: SyncState, rows: unknown[][]): D1PreparedStatement[] {
+  return updateRows(state.env.DB, 'email_folders', ['folder_id', 'uid'], ['seen', 'flagged'], rows);
 }
 
 /**
@@ -239,19 +233,18 @@ export async function refreshEmails(
   { unitPerEmail = true }: { unitPerEmail?: boolean } = {},
 ): Promise<void> {
   const db = state.env.DB;
-  const rows: EmailRow[] = [];
-  for (const part of chunks(emailIds)) {
-    const { results } = await db
-      .prepare(`SELECT * FROM emails WHERE id IN (${placeholders(part.length)})`)
-      .bind(...part)
-      .all<EmailRow>();
-    rows.push(...results);
-  }
+  if (emailIds.length === 0) return;
+  const { results: rows } = await db
+    .prepare('SELECT * FROM emails WHERE id IN (SELECT value FROM json_each(?))')
+    .bind(JSON.stringify([...new Set(emailIds)]))
+    .all<EmailRow>();
   const records = await loadEmailRecords(state.env, rows);
   const memberships = await membershipsOf(state, emailIds);
   const folderById = new Map([...state.folders.values()].map((f) => [f.id, f]));
   const here = change.folder.id;
   const now = isoNow();
+  const changed: unknown[][] = [];
+  const events: EmailRecord[] = [];
 
   for (const record of records) {
     const { row } = record;
@@ -271,17 +264,16 @@ export async function refreshEmails(
     const foldersChanged = folderIds.join() !== before.join();
     if (!foldersChanged && role === row.role && unread === row.unread && starred === row.starred) continue;
 
-    result.statements.push(
-      db
-        .prepare('UPDATE emails SET role = ?, unread = ?, starred = ?, updated_at = ? WHERE id = ?')
-        .bind(role, unread, starred, now, row.id),
-    );
-    const updated: EmailRecord = {
-      ...record,
-      row: { ...row, role, unread, starred, updated_at: now },
-      folder_ids: folderIds,
-    };
-    addEvent(state, result, 'email.update', emailEventData(updated));
-    if (unitPerEmail) endUnit(result);
+    changed.push([row.id, role, unread, starred]);
+    events.push({ ...record, row: { ...row, role, unread, starred, updated_at: now }, folder_ids: folderIds });
   }
+  // One statement for all (per JSON chunk), then one email.update each: one unit.
+  result.statements.push(
+    ...updateRows(db, 'emails', ['id'], ['role', 'unread', 'starred'], changed, {
+      sql: 'updated_at = ?2',
+      params: [now],
+    }),
+  );
+  for (const updated of events) addEvent(state, result, 'email.update', emailEventData(updated));
+  if (unitPerEmail && events.length) endUnit(result);
 }

@@ -11,7 +11,6 @@
  * - else a new email (a second copy in the same folder is a second email), with email.new.
  */
 import type { Change, MessageIn } from '../../common/relay.ts';
-import { countUpStatements } from '../contacts/counts.ts';
 import { emailEventData } from '../emails/events.ts';
 import type { AttachmentRow, EmailRecord, EmailRow } from '../emails/present.ts';
 import { blobKeys, loadEmailRecords } from '../emails/store.ts';
@@ -19,23 +18,16 @@ import type { FolderRow } from '../folders/present.ts';
 import { parseMessage } from '../ingest/parse.ts';
 import type { ParsedMessage } from '../ingest/types.ts';
 import { fromBase64 } from '../lib/crypto.ts';
-import { chunks, placeholders } from '../lib/sql.ts';
 import { isoNow } from '../lib/time.ts';
-import { indexEmailStatements } from '../emails/search.ts';
 import { outgoingByMessageId, outgoingFields, type OutgoingRecord } from '../send/outgoing.ts';
 import { Threader, threadedMessage } from '../threads/threader.ts';
-import { attachmentRows, buildEmailRow, insertRow } from './email-row.ts';
+import { attachmentRows, buildEmailRow } from './email-row.ts';
 import { copyIdentity, emailsByBaseIdentity, identityOf } from './identity.ts';
-import {
-  flagState,
-  membershipsByUid,
-  membershipsOf,
-  refreshEmails,
-  target,
-  type FlagState,
-  type Membership,
-} from './memberships.ts';
+import { flagState, membershipsByUid, membershipsOf, refreshEmails, target, type FlagState } from './memberships.ts';
+import { NewMailRows } from './new-mail.ts';
+import { SeparateObjects, Segment, type BlobWriter } from './segment.ts';
 import { addEvent, emptyResult, endUnit, type ChangeResult, type SyncState } from './state.ts';
+import { timed } from './stats.ts';
 
 /** At most this many email.update events for one thread merge (a runaway merge stays bounded). */
 const MAX_MERGE_EVENTS = 500;
@@ -87,36 +79,56 @@ export async function applyMessages(
   else cursor.last_uid = Math.max(cursor.last_uid, ...messages.map((m) => m.uid));
   if (fresh.length === 0) return result;
 
-  const arrivals: Arrival[] = await Promise.all(
-    fresh.map(async (message) => {
-      const raw = message.staged ? await stagedSource(state, message.staged) : fromBase64(message.raw);
-      const mail = await parseMessage(raw);
-      return { message, raw, mail, base: await identityOf(message, mail) };
-    }),
+  const stats = state.stats;
+  if (stats) stats.messages += fresh.length;
+  const arrivals: Arrival[] = await timed(stats, 'parseMs', () =>
+    Promise.all(
+      fresh.map(async (message) => {
+        const raw = message.staged ? await stagedSource(state, message.staged) : fromBase64(message.raw);
+        const mail = await parseMessage(raw);
+        return { message, raw, mail, base: await identityOf(message, mail) };
+      }),
+    ),
   );
-  const copies = await emailsByBaseIdentity(
-    db,
-    state.account.accountId,
-    arrivals.map((a) => a.base),
-  );
-  const placed = await membershipsOf(
-    state,
-    [...copies.values()].flat().map((e) => e.id),
-  );
-  const outgoing = await outgoingByMessageId(
-    db,
-    state.account.accountId,
-    arrivals.flatMap((a) => a.mail.message_id ?? []),
-  );
-  // What the new emails answer, for `in_reply_to.id` in their events (emails of this batch join as they are made).
-  const repliedTo = await emailIdsByMessageId(
-    state,
-    arrivals.flatMap((a) => a.mail.in_reply_to ?? []),
+  const accountId = state.account.accountId;
+  const threader = new Threader(db, accountId);
+  // Everything the decisions below need, one query per kind for the whole change.
+  const { copies, placed, outgoing, repliedTo } = await timed(stats, 'lookupMs', async () => {
+    const copies = await emailsByBaseIdentity(
+      db,
+      accountId,
+      arrivals.map((a) => a.base),
+    );
+    const [placed, outgoing, repliedTo] = await Promise.all([
+      membershipsOf(
+        state,
+        [...copies.values()].flat().map((e) => e.id),
+      ),
+      outgoingByMessageId(
+        db,
+        accountId,
+        arrivals.flatMap((a) => a.mail.message_id ?? []),
+      ),
+      // What the new emails answer, for `in_reply_to.id` in their events (emails of this change join as they are made).
+      emailIdsByMessageId(
+        state,
+        arrivals.flatMap((a) => a.mail.in_reply_to ?? []),
+      ),
+      threader.prefetch(arrivals.map((a) => threadedMessage(a.mail, 0, a.message.gm_thrid))),
+    ]);
+    return { copies, placed, outgoing, repliedTo };
+  });
+  const buildStart = performance.now();
+  const rows = new NewMailRows(accountId);
+  const segment = await Segment.of(
+    accountId,
+    folder.id,
+    uidvalidity,
+    fresh.map((m) => m.uid),
   );
   const now = isoNow();
   const adoptedFlags = new Map<string, FlagState>();
   const leaving = leavingPlaces(state, vanishing);
-  const threader = new Threader(db, state.account.accountId);
 
   for (const arrival of arrivals) {
     const { message, mail } = arrival;
@@ -142,30 +154,19 @@ export async function applyMessages(
         seen: flags.unread ? 0 : 1,
         flagged: flags.starred ? 1 : 0,
       };
-      result.statements.push(
-        stale
-          ? db
-              .prepare('UPDATE email_folders SET uid = ?, seen = ?, flagged = ? WHERE email_id = ? AND folder_id = ?')
-              .bind(copy.uid, copy.seen, copy.flagged, stale.id, folder.id)
-          : insertMembership(db, adopted.id, state.account.accountId, copy),
-        db.prepare('UPDATE emails SET orphaned_at_ms = NULL WHERE id = ?').bind(adopted.id),
-      );
+      if (stale) rows.restore(stale.id, copy);
+      else rows.addMembership(adopted.id, copy);
+      rows.unorphan(adopted.id);
       // The places it is leaving (a move's source) go in the same unit: a move is one email.update, and
       // the expunge reported next finds nothing left to do.
       const departed = (placed.get(adopted.id) ?? []).filter(
         (m) => m.folder_id !== folder.id && leaving.has(`${m.folder_id}:${m.uid}`),
       );
-      for (const m of departed)
-        result.statements.push(
-          db
-            .prepare('DELETE FROM email_folders WHERE email_id = ? AND folder_id = ? AND uid = ?')
-            .bind(adopted.id, m.folder_id, m.uid),
-        );
+      for (const m of departed) rows.depart(adopted.id, m);
       const kept = (placed.get(adopted.id) ?? []).filter((m) => m.folder_id !== folder.id && !departed.includes(m));
       placed.set(adopted.id, [...kept, copy]);
       adoptedFlags.set(adopted.id, flags);
       result.unusedStaged.push(...staged(message));
-      endUnit(result);
       continue;
     }
     // A renumbered folder is read again from its start: its mail from before the connect stays out.
@@ -176,7 +177,8 @@ export async function applyMessages(
 
     const identity = copyIdentity(arrival.base, nextCopy(siblings));
     const sentByApi = arrival.mail.message_id ? outgoing.get(arrival.mail.message_id) : undefined;
-    const made = { identity, folder, flags, threader, now, sentByApi };
+    const blobs = message.staged ? new SeparateObjects(result) : segment;
+    const made = { identity, folder, flags, threader, now, sentByApi, blobs, rows };
     const { row, attachments } = await storeNewEmail(state, arrival, made, result);
     copies.set(arrival.base, [...siblings, row]);
     placed.set(row.id, [{ folder_id: folder.id, uid: message.uid, seen: row.unread ? 0 : 1, flagged: row.starred }]);
@@ -184,7 +186,12 @@ export async function applyMessages(
     const inReplyToId = row.in_reply_to ? (repliedTo.get(row.in_reply_to) ?? null) : null;
     const record: EmailRecord = { row, folder_ids: [folder.id], attachments, in_reply_to_id: inReplyToId };
     emitNew(state, result, record, mail);
-    endUnit(result);
+  }
+  segment.close(result);
+  result.statements.push(...rows.statements(db, state.account.ownAddresses));
+  if (stats) {
+    stats.created += rows.created;
+    stats.buildMs += performance.now() - buildStart;
   }
 
   // Emails that gained a folder (or their UID back): new role, flags from this copy, one email.update each.
@@ -195,6 +202,8 @@ export async function applyMessages(
       added: true,
       departed: leaving,
     });
+  // The change is one unit: its rows and events commit together.
+  endUnit(result);
   return result;
 }
 
@@ -204,14 +213,6 @@ export async function applyMessages(
  */
 function arrivedBeforeConnect(message: MessageIn, connectedAtMs: number): boolean {
   return Date.parse(message.internal_date) < Math.floor(connectedAtMs / 1000) * 1000;
-}
-
-function insertMembership(db: D1Database, emailId: string, accountId: string, copy: Membership) {
-  return db
-    .prepare(
-      'INSERT INTO email_folders (email_id, folder_id, account_id, uid, seen, flagged) VALUES (?, ?, ?, ?, ?, ?)',
-    )
-    .bind(emailId, copy.folder_id, accountId, copy.uid, copy.seen, copy.flagged);
 }
 
 /** A source the gateway staged in R2 before the change (see `MessageIn.staged`). */
@@ -242,7 +243,7 @@ function nextCopy(siblings: EmailRow[]): number {
   return used.length ? Math.max(...used) + 1 : 1;
 }
 
-/** Writes a new email's rows (thread, search, membership, attachments, participants); returns them. */
+/** Decides a new email's rows (thread, search, membership, attachments, participants) into `made.rows`; returns them. */
 async function storeNewEmail(
   state: SyncState,
   { message, raw, mail }: Arrival,
@@ -254,42 +255,29 @@ async function storeNewEmail(
     now: string;
     /** The outgoing record when the API sent or saved this message (origin api, tracking, draft id). */
     sentByApi: OutgoingRecord | undefined;
+    blobs: BlobWriter;
+    rows: NewMailRows;
   },
   result: ChangeResult,
 ): Promise<{ row: EmailRow; attachments: AttachmentRow[] }> {
-  const { identity, folder, flags, threader, now } = made;
-  const db = state.env.DB;
+  const { identity, folder, flags, threader, now, blobs } = made;
   const dateMs = mail.date_ms ?? (Date.parse(message.internal_date) || Date.now());
   const thread = await threader.assign(threadedMessage(mail, dateMs, message.gm_thrid));
-  result.statements.push(...thread.statements);
+  made.rows.merge(thread.statements);
   if (thread.merged.length) await threadMergeEvents(state, result, thread.merged, thread.threadId);
   const accountId = state.account.accountId;
   const row = await buildEmailRow(
     { mail, message, identity, folder, flags, threadId: thread.threadId, accountId, now },
     raw,
-    result,
+    blobs,
   );
   Object.assign(row, outgoingFields(row, made.sentByApi));
-  const attachments = await attachmentRows(row, mail, result);
-  result.statements.push(
-    insertRow(db, 'emails', row),
-    ...threader.record(row.id, row.thread_id, threadedMessage(mail, row.date_ms, message.gm_thrid)),
-    ...indexEmailStatements(db, {
-      emailId: row.id,
-      accountId,
-      subject: row.subject,
-      body: mail.plain,
-      participants: [mail.from, ...mail.to, ...mail.cc, ...mail.bcc],
-    }),
-    insertMembership(db, row.id, accountId, {
-      folder_id: folder.id,
-      uid: message.uid,
-      seen: row.unread ? 0 : 1,
-      flagged: row.starred,
-    }),
-    ...attachments.map((a) => insertRow(db, 'attachments', a)),
-    ...countUpStatements(db, row, mail, state.account.ownAddresses),
-  );
+  const attachments = await attachmentRows(row, mail, blobs);
+  made.rows.addEmail(row, mail, {
+    attachments,
+    membership: { folder_id: folder.id, uid: message.uid, seen: row.unread ? 0 : 1, flagged: row.starred },
+    threadKeys: threader.record(row.id, row.thread_id, threadedMessage(mail, row.date_ms, message.gm_thrid)),
+  });
   return { row, attachments };
 }
 
@@ -318,25 +306,24 @@ async function threadMergeEvents(
   threadId: string,
 ): Promise<void> {
   const { results } = await state.env.DB.prepare(
-    `SELECT * FROM emails WHERE account_id = ? AND thread_id IN (${placeholders(merged.length)}) ORDER BY date_ms LIMIT ${MAX_MERGE_EVENTS}`,
+    `SELECT * FROM emails WHERE account_id = ? AND thread_id IN (SELECT value FROM json_each(?)) ORDER BY date_ms LIMIT ${MAX_MERGE_EVENTS}`,
   )
-    .bind(state.account.accountId, ...merged)
+    .bind(state.account.accountId, JSON.stringify(merged))
     .all<EmailRow>();
   for (const record of await loadEmailRecords(state.env, results)) {
     addEvent(state, result, 'email.update', emailEventData({ ...record, row: { ...record.row, thread_id: threadId } }));
   }
 }
 
-/** Ids of this account's emails by Message-ID (the earliest one when several share it). */
+/** Ids of this account's emails by Message-ID (the earliest one when several share it), in one query. */
 async function emailIdsByMessageId(state: SyncState, messageIds: string[]): Promise<Map<string, string>> {
   const out = new Map<string, string>();
-  for (const part of chunks([...new Set(messageIds)])) {
-    const { results } = await state.env.DB.prepare(
-      `SELECT id, message_id FROM emails WHERE account_id = ? AND message_id IN (${placeholders(part.length)}) ORDER BY date_ms DESC`,
-    )
-      .bind(state.account.accountId, ...part)
-      .all<{ id: string; message_id: string }>();
-    for (const r of results) out.set(r.message_id, r.id);
-  }
+  if (messageIds.length === 0) return out;
+  const { results } = await state.env.DB.prepare(
+    'SELECT id, message_id FROM emails WHERE account_id = ? AND message_id IN (SELECT value FROM json_each(?)) ORDER BY date_ms DESC',
+  )
+    .bind(state.account.accountId, JSON.stringify([...new Set(messageIds)]))
+    .all<{ id: string; message_id: string }>();
+  for (const r of results) out.set(r.message_id, r.id);
   return out;
 }

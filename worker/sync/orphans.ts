@@ -11,8 +11,8 @@ import type { EmailRow } from '../emails/present.ts';
 import { loadEmailRecords } from '../emails/store.ts';
 import type { Env } from '../env.ts';
 import { eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
-import { deleteBlobs, deleteEmailRows } from '../emails/delete.ts';
-import { stagedInUse } from './commit.ts';
+import { releaseBlobs } from '../emails/blobs.ts';
+import { deleteEmailRows } from '../emails/delete.ts';
 
 /**
  * An email expunged from its last folder waits this long for the other side of a move to arrive.
@@ -62,17 +62,10 @@ export async function deleteDueOrphans(env: Env, accountId: string, now: number)
     ...deleteEmailRows(db, ids),
     ...events.map((event) => eventStatement(db, event)),
   ]);
-  // A staged source may be the raw source of an identical copy too: it stays while one uses it.
-  const staged = results.map((r) => r.raw_key).filter((k): k is string => !!k && k.includes('/staged/'));
-  const stillUsed = await stagedInUse(env, staged);
-  const keys = records.flatMap(({ row, attachments }) => [
-    row.raw_key && !stillUsed.has(row.raw_key) ? row.raw_key : null,
-    row.body_key,
-    ...attachments.map((a) => a.blob_key),
-  ]);
-  await deleteBlobs(
-    env.BLOBS,
-    keys.filter((k): k is string => !!k),
+  // A segment or a staged source may hold other emails' bytes too: it stays while one uses it.
+  await releaseBlobs(
+    env,
+    records.flatMap(({ row, attachments }) => [row.raw_key, row.body_key, ...attachments.map((a) => a.blob_key)]),
   );
   return events;
 }

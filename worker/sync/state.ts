@@ -3,10 +3,11 @@
  * state every part of worker/sync/ shares), and the ChangeResult the account's object commits.
  */
 import type { Env } from '../env.ts';
-import { eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
+import { newEvent, type OutboxEvent } from '../events/outbox.ts';
 import type { EventType } from '../events/types.ts';
 import type { FolderRow } from '../folders/present.ts';
 import type { InitialSync } from './initial-sync.ts';
+import type { SyncStats } from './stats.ts';
 
 /** Where sync stands in one folder; `resync` is set while a folder is re-read after a UIDVALIDITY change. */
 export interface CursorState {
@@ -35,12 +36,17 @@ export interface SyncState {
   /** The account's folders by provider path. */
   folders: Map<string, FolderRow>;
   initialSync: InitialSync | null;
+  /** What applying costs (logged per batch, summed by the sync bench). */
+  stats?: SyncStats;
 }
 
 /** What applying one change produced; the Durable Object commits it. */
 export interface ChangeResult {
   statements: D1PreparedStatement[];
+  /** Events of the change, in order; commit writes their outbox rows in bulk beside their statements. */
   events: OutboxEvent[];
+  /** For each event, `statements.length` when it was added: its rows go in the D1 batch of that unit. */
+  eventMarks: number[];
   /** R2 objects to write before the D1 batch. */
   blobs: { key: string; body: Uint8Array | string; contentType: string }[];
   /** Staged sources this change did not make an email of: deleted after the batch unless an email refers to them. */
@@ -58,6 +64,7 @@ export interface ChangeResult {
 export const emptyResult = (): ChangeResult => ({
   statements: [],
   events: [],
+  eventMarks: [],
   blobs: [],
   unusedStaged: [],
   orphans: [],
@@ -66,9 +73,12 @@ export const emptyResult = (): ChangeResult => ({
 
 export const endUnit = (result: ChangeResult): void => void result.unitEnds.push(result.statements.length);
 
-/** An event of this account, written in the change's batch. */
+/** An event of this account, written in the change's batch (with the statements before it). */
 export function addEvent(state: SyncState, result: ChangeResult, type: EventType, data: unknown): void {
-  const event = newEvent(type, state.account.accountId, data);
+  pushEvent(result, newEvent(type, state.account.accountId, data));
+}
+
+export function pushEvent(result: ChangeResult, event: OutboxEvent): void {
   result.events.push(event);
-  result.statements.push(eventStatement(state.env.DB, event));
+  result.eventMarks.push(result.statements.length);
 }

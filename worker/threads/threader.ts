@@ -12,7 +12,9 @@
  *   last 30 days whose normalized subject is the same.
  *
  * One Threader serves one change: the emails it threads are not in D1 until the change commits, so
- * their keys are also remembered here.
+ * their keys are also remembered here. `prefetch` reads what D1 knows of every key of the change's
+ * messages in two queries; `assign` then works from memory (threads merged meanwhile resolved to
+ * the thread they became).
  */
 import type { ParsedMessage } from '../ingest/types.ts';
 import { derivedId, newId } from '../lib/ids.ts';
@@ -68,10 +70,55 @@ export class Threader {
   /** Keys of the emails threaded by this instance (not yet in D1), with their thread and date. */
   private readonly pending = new Map<string, { threadId: string; dateMs: number }>();
   private readonly pendingFirst = new Map<string, number>();
+  /** From `prefetch`: the stored threads naming each key, the latest stored email per subject key. */
+  private readonly stored = new Map<string, Thread[]>();
+  private readonly storedSubjects = new Map<string, { threadId: string; dateMs: number }>();
+  /** Threads merged by this change, to the thread each became. */
+  private readonly renamed = new Map<string, string>();
 
   constructor(db: D1Database, accountId: string) {
     this.db = db;
     this.accountId = accountId;
+  }
+
+  /** Reads the stored threads of every key these messages name (and of their subject keys), in two queries. */
+  async prefetch(messages: ThreadedMessage[]): Promise<void> {
+    const keys = new Set<string>();
+    const subjects = new Set<string>();
+    for (const m of messages) {
+      if (m.gm_thrid) continue;
+      for (const key of messageKeys(m)) keys.add(key);
+      const { base, isReply } = normalizeSubject(m.subject);
+      if (!m.in_reply_to && m.references.length === 0 && isReply && base) subjects.add(SUBJECT_KEY + base);
+    }
+    const [byKey, bySubject] = await this.db.batch([
+      this.db
+        .prepare(
+          `SELECT h.key, h.thread_id, (SELECT MIN(date_ms) FROM emails WHERE thread_id = h.thread_id) AS first_ms
+           FROM (SELECT DISTINCT k.key, e.thread_id FROM json_each(?2) j
+                 CROSS JOIN thread_keys k ON k.account_id = ?1 AND k.key = j.value
+                 JOIN emails e ON e.id = k.email_id) h`,
+        )
+        .bind(this.accountId, JSON.stringify([...keys])),
+      this.db
+        .prepare(
+          `SELECT k.key, e.thread_id, MAX(e.date_ms) AS date_ms FROM json_each(?2) j
+           CROSS JOIN thread_keys k ON k.account_id = ?1 AND k.key = j.value
+           JOIN emails e ON e.id = k.email_id GROUP BY k.key`,
+        )
+        .bind(this.accountId, JSON.stringify([...subjects])),
+    ]);
+    for (const r of (byKey?.results ?? []) as { key: string; thread_id: string; first_ms: number }[])
+      this.stored.set(r.key, [...(this.stored.get(r.key) ?? []), { threadId: r.thread_id, firstMs: r.first_ms }]);
+    for (const r of (bySubject?.results ?? []) as { key: string; thread_id: string; date_ms: number }[])
+      this.storedSubjects.set(r.key, { threadId: r.thread_id, dateMs: r.date_ms });
+  }
+
+  /** The thread a thread id stands for now (merges of this change followed). */
+  private resolve(threadId: string): string {
+    let id = threadId;
+    for (let next = this.renamed.get(id); next !== undefined; next = this.renamed.get(id)) id = next;
+    return id;
   }
 
   /**
@@ -82,13 +129,11 @@ export class Threader {
     if (m.gm_thrid)
       return { threadId: await derivedId('thread', `${this.accountId}:gm:${m.gm_thrid}`), statements: [], merged: [] };
 
-    const threads = await this.threadsNaming(messageKeys(m));
+    const threads = this.threadsNaming(messageKeys(m));
     if (threads.length === 0) {
       const { base, isReply } = normalizeSubject(m.subject);
       const bySubject =
-        !m.in_reply_to && m.references.length === 0 && isReply && base
-          ? await this.latestBySubject(base, m.date_ms)
-          : null;
+        !m.in_reply_to && m.references.length === 0 && isReply && base ? this.latestBySubject(base, m.date_ms) : null;
       return { threadId: bySubject ?? newId('thread'), statements: [], merged: [] };
     }
     const [winner, ...later] = threads.sort((a, b) => a.firstMs - b.firstMs || a.threadId.localeCompare(b.threadId));
@@ -96,8 +141,8 @@ export class Threader {
     return { threadId: winner!.threadId, statements: this.merge(winner!, later), merged: later.map((t) => t.threadId) };
   }
 
-  /** Statements recording a new email's keys (run after its insert). */
-  record(emailId: string, threadId: string, m: ThreadedMessage): D1PreparedStatement[] {
+  /** Rows of `thread_keys` [account_id, key, email_id] recording a new email's keys (written after its insert). */
+  record(emailId: string, threadId: string, m: ThreadedMessage): unknown[][] {
     if (m.gm_thrid) return [];
     const { base } = normalizeSubject(m.subject);
     const keys = [...messageKeys(m), ...(base ? [SUBJECT_KEY + base] : [])];
@@ -106,46 +151,30 @@ export class Threader {
       if (!known || known.dateMs <= m.date_ms) this.pending.set(key, { threadId, dateMs: m.date_ms });
     }
     this.pendingFirst.set(threadId, Math.min(this.pendingFirst.get(threadId) ?? Infinity, m.date_ms));
-    return keys.map((key) =>
-      this.db
-        .prepare('INSERT OR IGNORE INTO thread_keys (account_id, key, email_id) VALUES (?, ?, ?)')
-        .bind(this.accountId, key, emailId),
-    );
+    return keys.map((key) => [this.accountId, key, emailId]);
   }
 
   /** Threads (stored or pending) holding an email that names one of `keys`, with their first dates. */
-  private async threadsNaming(keys: string[]): Promise<Thread[]> {
+  private threadsNaming(keys: string[]): Thread[] {
     const found = new Map<string, number>();
     for (const key of keys) {
       const pending = this.pending.get(key);
       if (pending) found.set(pending.threadId, this.pendingFirst.get(pending.threadId) ?? pending.dateMs);
     }
-    if (keys.length) {
-      const { results } = await this.db
-        .prepare(
-          `SELECT thread_id, MIN(date_ms) AS first_ms FROM emails
-           WHERE thread_id IN (SELECT e.thread_id FROM thread_keys k JOIN emails e ON e.id = k.email_id
-                               WHERE k.account_id = ? AND k.key IN (${placeholders(keys.length)}))
-           GROUP BY thread_id`,
-        )
-        .bind(this.accountId, ...keys)
-        .all<{ thread_id: string; first_ms: number }>();
-      for (const r of results) found.set(r.thread_id, Math.min(found.get(r.thread_id) ?? Infinity, r.first_ms));
-    }
+    for (const key of keys)
+      for (const t of this.stored.get(key) ?? []) {
+        const id = this.resolve(t.threadId);
+        const first = Math.min(t.firstMs, this.pendingFirst.get(id) ?? Infinity);
+        found.set(id, Math.min(found.get(id) ?? Infinity, first));
+      }
     return [...found].map(([threadId, firstMs]) => ({ threadId, firstMs }));
   }
 
   /** The latest conversation of the 30 days before `dateMs` with this normalized subject. */
-  private async latestBySubject(base: string, dateMs: number): Promise<string | null> {
+  private latestBySubject(base: string, dateMs: number): string | null {
     const key = SUBJECT_KEY + base;
     const pending = this.pending.get(key);
-    const stored = await this.db
-      .prepare(
-        `SELECT e.thread_id, e.date_ms FROM thread_keys k JOIN emails e ON e.id = k.email_id
-         WHERE k.account_id = ? AND k.key = ? AND e.date_ms >= ? ORDER BY e.date_ms DESC LIMIT 1`,
-      )
-      .bind(this.accountId, key, dateMs - SUBJECT_WINDOW_MS)
-      .first<{ thread_id: string; date_ms: number }>();
+    const stored = this.storedSubject(key, dateMs);
     const candidates = [
       ...(stored ? [{ threadId: stored.thread_id, dateMs: stored.date_ms }] : []),
       ...(pending && pending.dateMs >= dateMs - SUBJECT_WINDOW_MS ? [pending] : []),
@@ -153,11 +182,20 @@ export class Threader {
     return candidates[0]?.threadId ?? null;
   }
 
+  private storedSubject(key: string, dateMs: number): { thread_id: string; date_ms: number } | null {
+    const latest = this.storedSubjects.get(key);
+    if (!latest || latest.dateMs < dateMs - SUBJECT_WINDOW_MS) return null;
+    return { thread_id: this.resolve(latest.threadId), date_ms: latest.dateMs };
+  }
+
   /** Later threads become `winner`: stored emails by statement, pending ones here. */
   private merge(winner: Thread, later: Thread[]): D1PreparedStatement[] {
     const ids = later.map((t) => t.threadId);
     for (const entry of this.pending.values()) if (ids.includes(entry.threadId)) entry.threadId = winner.threadId;
-    for (const id of ids) this.pendingFirst.delete(id);
+    for (const id of ids) {
+      this.pendingFirst.delete(id);
+      this.renamed.set(id, winner.threadId);
+    }
     this.pendingFirst.set(winner.threadId, Math.min(winner.firstMs, ...later.map((t) => t.firstMs)));
     return [
       this.db

@@ -56,7 +56,6 @@ export interface PollDeps {
   listing: FolderListing;
   cursors: Map<string, FolderCursor>;
   features(): ServerFeatures;
-  watched(path: string): boolean;
   isRefused(path: string): boolean;
   wake(path: string): void;
   fail(err: unknown): void;
@@ -92,7 +91,8 @@ export class Poller {
   async #poll(): Promise<void> {
     const deps = this.#deps;
     const folders = await deps.refresh();
-    // Without CONDSTORE nothing in STATUS shows a flag change: the folders without IDLE are re-read.
+    // Without CONDSTORE nothing in STATUS shows a flag change: every folder's flags are re-read, the
+    // IDLE ones too (a server need not tell an IDLE session of another session's flag change: Courier does not).
     const scanFlags = !deps.features().condstore;
     for (const folder of folders) {
       if (!isSelectable(folder)) continue;
@@ -106,7 +106,7 @@ export class Poller {
         (folder.highest_modseq !== null &&
           cursor.highest_modseq !== null &&
           folder.highest_modseq !== cursor.highest_modseq);
-      const scan = scanFlags && !deps.watched(folder.path);
+      const scan = scanFlags;
       if (moved || behind || scan || deps.isRefused(folder.path)) {
         deps.log.debug('poll wakes', { path: folder.path, moved, behind, scan });
         deps.wake(folder.path);

@@ -81,7 +81,6 @@ export class Session implements PassHost {
       listing: this.#listing,
       cursors,
       features: () => this.#features,
-      watched: (path) => this.#watchers.has(path),
       isRefused: (path) => this.#passes.isRefused(path),
       wake: (path) => this.wake(path),
       fail: (err) => this.fail(err),
@@ -98,6 +97,17 @@ export class Session implements PassHost {
   /** The command connection, for the mailbox commands (null before it is up and after the end). */
   get command(): CommandConnection | null {
     return this.#closed ? null : this.#command;
+  }
+
+  /**
+   * How passes and watchers open a folder: read-only (EXAMINE), except on servers without CONDSTORE.
+   * Courier, one of them, numbers new mail in a read-only session without saving the UIDs (the next
+   * APPEND gets the same UID: mail lost) and keeps no UIDVALIDITY for a folder never opened read-write.
+   * A read-write session changes nothing by itself: fetches PEEK, and folders are re-opened read-only
+   * before CLOSE (command-connection.ts).
+   */
+  #selectMode(): { readOnly: boolean } {
+    return { readOnly: this.#features.condstore };
   }
 
   features(): ServerFeatures {
@@ -161,7 +171,7 @@ export class Session implements PassHost {
     if (this.#closed) throw new Aborted('session closed');
     const watcher = this.#watchers.get(path);
     if (watcher) {
-      const lock = await watcher.getMailboxLock(path, { readOnly: true });
+      const lock = await watcher.getMailboxLock(path, this.#selectMode());
       try {
         return await work(watcher, false);
       } finally {
@@ -170,7 +180,7 @@ export class Session implements PassHost {
     }
     if (!this.#command) throw new Aborted('session closed');
     return this.#command.turn(async (client) => {
-      const lock = await client.getMailboxLock(path, { readOnly: true });
+      const lock = await client.getMailboxLock(path, this.#selectMode());
       try {
         return await work(client, true);
       } finally {
@@ -255,7 +265,7 @@ export class Session implements PassHost {
   async #openWatcher(path: string): Promise<void> {
     const client = await this.#connect({ autoIdleDelay: 0, maxIdleTime: IDLE_RESTART_MS });
     // Selecting it is enough: with autoIdleDelay 0, IDLE starts once the lock is released.
-    const lock = await client.getMailboxLock(path, { readOnly: true });
+    const lock = await client.getMailboxLock(path, this.#selectMode());
     lock.release();
     this.#watchers.set(path, client);
   }

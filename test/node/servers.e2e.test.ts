@@ -93,7 +93,12 @@ beforeAll(async () => {
     startService(),
   ]);
   // Debug: the pass and poll decisions show in the log tail printed for a failed case.
-  gateway = service.startGateway('gw-servers', { NODE_EXTRA_CA_CERTS: mail.caFile, GATEWAY_LOG_LEVEL: 'debug' });
+  gateway = service.startGateway('gw-servers', {
+    NODE_EXTRA_CA_CERTS: mail.caFile,
+    GATEWAY_LOG_LEVEL: 'debug',
+    // Correctness here, not the default poll interval (connections.e2e.test.ts checks that): shorter waits.
+    GATEWAY_POLL_INTERVAL_MS: '5000',
+  });
   console.log(`servers.e2e: servers and service up in ${Date.now() - started} ms`);
 }, 300_000);
 
@@ -205,10 +210,10 @@ describe.each(targets)('$name', (t) => {
     await settle();
     const events = eventsSince(service, account.id, mark).filter((e) => e.data?.id === email.id);
     const seen = JSON.stringify(events.map((e) => [e.type, e.data.folder_ids]));
-    expect(
-      events.map((e) => e.type),
-      `events of the moved email: ${seen}`,
-    ).toEqual(['email.update']);
+    // Known limit (README): Cyrus tells an IDLE session of an expunge late, so the poll may relay the
+    // arrival before the gateway knows its source is going: then the move is two email.update events.
+    const expected = t.name === 'cyrus' ? [['email.update'], ['email.update', 'email.update']] : [['email.update']];
+    expect(expected, `events of the moved email: ${seen}`).toContainEqual(events.map((e) => e.type));
   });
 
   it('keeps ids of mail delivered into a folder no client opens read-write', async () => {

@@ -45,6 +45,11 @@ export class FolderListing {
     return report;
   }
 
+  /** The last listing sent lost a folder: the Worker waits for the next one to delete it. */
+  get removalUnconfirmed(): boolean {
+    return this.#removalUnconfirmed;
+  }
+
   /** Whether the folder's numbers moved since the last call for it. */
   takeMoved(path: string): boolean {
     return this.#moved.delete(path);
@@ -62,6 +67,12 @@ export interface PollDeps {
   log: Logger;
 }
 
+/**
+ * How soon after a listing that lost a folder the confirming one is taken: a deleted folder is
+ * reported within one interval and this, not two intervals.
+ */
+const CONFIRM_REMOVAL_MS = 2_000;
+
 export class Poller {
   #intervalMs: number;
   #deps: PollDeps;
@@ -73,14 +84,17 @@ export class Poller {
     this.#deps = deps;
   }
 
-  start(): void {
+  start(delayMs = this.#intervalMs): void {
     if (this.#stopped) return;
     this.#timer = setTimeout(() => {
       this.#poll().then(
-        () => this.start(),
+        () =>
+          this.start(
+            this.#deps.listing.removalUnconfirmed ? Math.min(CONFIRM_REMOVAL_MS, this.#intervalMs) : this.#intervalMs,
+          ),
         (err: unknown) => this.#deps.fail(err),
       );
-    }, this.#intervalMs);
+    }, delayMs);
   }
 
   stop(): void {

@@ -39,7 +39,7 @@ export class AccountSync {
     this.commands = new MailboxCommands(lease.config, deps.settings, this.#log, {
       commandConnection: (): CommandConnection | null => this.#session?.command ?? null,
       changed: (paths) => {
-        for (const path of paths) this.#session?.wake(path);
+        for (const path of paths) void this.#session?.wake(path);
       },
     });
   }

@@ -18,6 +18,8 @@ export class FolderListing {
   removed: string[] = [];
   /** Folders whose UIDNEXT, MESSAGES or HIGHESTMODSEQ moved since the poll last looked. */
   #moved = new Set<string>();
+  /** Folders whose numbers show an expunge since the poll last looked (fewer messages than arrived). */
+  #expunged = new Set<string>();
   /** The last listing sent lacked a folder the one before had: the next listing is sent to confirm it. */
   #removalUnconfirmed = false;
 
@@ -35,6 +37,9 @@ export class FolderListing {
       const last = previous.get(f.path);
       if (!last || last.uidnext !== f.uidnext || last.highest_modseq !== f.highest_modseq || last.total !== f.total)
         this.#moved.add(f.path);
+      // MESSAGES grows by at most what UIDNEXT says arrived: if it grew less, something left.
+      if (last && last.uidvalidity === f.uidvalidity && f.total < last.total + Math.max(0, f.uidnext - last.uidnext))
+        this.#expunged.add(f.path);
     }
     this.removed = [...previous.keys()].filter((path) => !folders.some((f) => f.path === path));
     // The Worker deletes a folder only when a second listing confirms it is gone: after a listing
@@ -54,6 +59,11 @@ export class FolderListing {
   takeMoved(path: string): boolean {
     return this.#moved.delete(path);
   }
+
+  /** Whether the folder's numbers showed an expunge since the last call for it. */
+  takeExpunged(path: string): boolean {
+    return this.#expunged.delete(path);
+  }
 }
 
 export interface PollDeps {
@@ -62,7 +72,8 @@ export interface PollDeps {
   cursors: Map<string, FolderCursor>;
   features(): ServerFeatures;
   isRefused(path: string): boolean;
-  wake(path: string): void;
+  /** Syncs the folder; resolves when its pass is over. */
+  wake(path: string): Promise<void>;
   fail(err: unknown): void;
   log: Logger;
 }
@@ -108,8 +119,21 @@ export class Poller {
     // Without CONDSTORE nothing in STATUS shows a flag change: every folder's flags are re-read, the
     // IDLE ones too (a server need not tell an IDLE session of another session's flag change: Courier does not).
     const scanFlags = !deps.features().condstore;
-    for (const folder of folders) {
-      if (!isSelectable(folder)) continue;
+    const selectable = folders.filter(isSelectable);
+    // Folders that lost messages go first, and the others wait for their passes: a pass that finds an
+    // expunge brings the other folders up to date first, telling the Worker what is leaving, so a
+    // message moved by another client is one move, not a copy and then a delete. (The IDLE
+    // connection may hear of the expunge late, or, on Cyrus without idled, only at its next check.)
+    const losing = selectable.filter((f) => deps.listing.takeExpunged(f.path));
+    await Promise.all(
+      losing.map((folder) => {
+        deps.listing.takeMoved(folder.path);
+        deps.log.debug('poll wakes', { path: folder.path, expunged: true });
+        return deps.wake(folder.path);
+      }),
+    );
+    for (const folder of selectable) {
+      if (losing.includes(folder)) continue;
       const cursor = deps.cursors.get(folder.path);
       const moved = deps.listing.takeMoved(folder.path);
       const behind =
@@ -123,7 +147,7 @@ export class Poller {
       const scan = scanFlags;
       if (moved || behind || scan || deps.isRefused(folder.path)) {
         deps.log.debug('poll wakes', { path: folder.path, moved, behind, scan });
-        deps.wake(folder.path);
+        void deps.wake(folder.path);
       }
     }
   }

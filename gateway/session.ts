@@ -161,10 +161,10 @@ export class Session implements PassHost {
     this.#startInitialSync();
   }
 
-  /** A notification, a poll or a command of ours touched a folder: sync it now. */
-  wake(path: string): void {
-    void this.#passes.wake(path);
-    for (const other of alsoWake(path, this.#listing.folders, this.#features.gmail)) void this.#passes.wake(other);
+  /** A notification, a poll or a command of ours touched a folder: sync it now (resolves when synced). */
+  async wake(path: string): Promise<void> {
+    const others = alsoWake(path, this.#listing.folders, this.#features.gmail);
+    await Promise.all([path, ...others].map((p) => this.#passes.wake(p)));
   }
 
   async inFolder<T>(path: string, work: (client: ImapFlow, fresh: boolean) => Promise<T>): Promise<T> {
@@ -252,12 +252,12 @@ export class Session implements PassHost {
       this.fail(Object.assign(new Error('IMAP connection closed'), { code: 'EConnectionClosed' })),
     );
     client.on('error', (err: Error) => this.fail(err));
-    client.on('exists', (ev) => this.wake(ev.path));
-    client.on('flags', (ev) => this.wake(ev.path));
+    client.on('exists', (ev) => void this.wake(ev.path));
+    client.on('flags', (ev) => void this.wake(ev.path));
     client.on('expunge', (ev) => {
       this.changes.heardExpunge(ev, Number(client.mailbox ? client.mailbox.uidValidity : 0));
       // EARLIER ones arrive during our own fetch, which is already part of a pass.
-      if (!ev.earlier) this.wake(ev.path);
+      if (!ev.earlier) void this.wake(ev.path);
     });
     return client;
   }

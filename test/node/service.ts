@@ -214,8 +214,12 @@ export interface EndToEnd {
 }
 
 /** The usual end-to-end setup: a private Dovecot + Postfix, `npm start`, and one gateway trusting the mail server's CA. */
-export async function startEndToEnd(gatewayId: string, gatewayEnv: Record<string, string> = {}): Promise<EndToEnd> {
-  const mail = await startMailServer();
+export async function startEndToEnd(
+  gatewayId: string,
+  gatewayEnv: Record<string, string> = {},
+  mailOptions: Parameters<typeof startMailServer>[0] = {},
+): Promise<EndToEnd> {
+  const mail = await startMailServer(mailOptions);
   const service = await startService();
   const gateway = service.startGateway(gatewayId, { NODE_EXTRA_CA_CERTS: mail.caFile, ...gatewayEnv });
   return { mail, service, gateway };

@@ -1,6 +1,7 @@
 /**
  * `npm run soak [steps] [seed]`: the model-based integrity run (run.ts), long. Starts its own Dovecot,
  * Postfix, `npm start` and gateway; prints its figures and every problem found; exits 1 on a problem.
+ * SOAK_WITHOUT=CONDSTORE,QRESYNC runs it against a Dovecot that does not offer those extensions.
  */
 import { connectMailbox } from '../connect.ts';
 import { startEndToEnd, stopEndToEnd } from '../service.ts';
@@ -9,7 +10,9 @@ import { runModel } from './run.ts';
 const steps = Number(process.argv[2] ?? 5000);
 const seed = Number(process.argv[3] ?? Date.now() % 1_000_000);
 const env = { GATEWAY_POLL_INTERVAL_MS: '1000' };
-const { mail, service, gateway } = await startEndToEnd('gw-soak', env);
+const without = (process.env.SOAK_WITHOUT ?? '').split(',').filter(Boolean);
+const { mail, service, gateway } = await startEndToEnd('gw-soak', env, { withoutCapabilities: without });
+if (without.length) console.log(`soak: Dovecot without ${without.join(', ')}`);
 let failed = true;
 try {
   const account = await connectMailbox(service, mail.info(), 'alice');

@@ -407,6 +407,43 @@ describe('applying changes', () => {
     expect(deleted.map((e: any) => e.data.id)).toEqual([before.old]);
   });
 
+  it('takes a folder renamed onto the path of one deleted a listing earlier for that rename', async () => {
+    const base = [folder('INBOX', null, 1, 10), folder('Receipts', null, 3, 40), folder('Projects', null, 3, 50)];
+    const account = await createSyncedAccount(undefined, base);
+    expect((await account.stub.acquireLease('gw-1')).granted).toBe(true);
+    const apply = (changes: Parameters<typeof account.stub.applyChanges>[1]) =>
+      account.stub.applyChanges('gw-1', changes);
+    const receipts = [1, 2].map((i) => rawMessage({ subject: `receipt ${i}` }));
+    const projects = [1, 2].map((i) => rawMessage({ subject: `project ${i}` }));
+    await apply([
+      { type: 'messages', path: 'Receipts', uidvalidity: 40, messages: receipts.map((r, i) => messageIn(i + 3, r)) },
+      { type: 'messages', path: 'Projects', uidvalidity: 50, messages: projects.map((r, i) => messageIn(i + 3, r)) },
+      { type: 'folders', folders: [base[0]!, folder('Receipts', null, 5, 40), folder('Projects', null, 5, 50)] },
+    ]);
+    const ids = async () =>
+      Object.fromEntries(((await list(`account_id=${account.id}`)).data as any[]).map((e) => [e.subject, e.id]));
+    const before = await ids();
+    const folderIds = async () =>
+      Object.fromEntries(
+        ((await api('GET', `/folders?account_id=${account.id}`)).body.data as any[]).map((f) => [f.provider_id, f.id]),
+      );
+    const projectsId = (await folderIds()).Projects;
+
+    // Receipts deleted (one listing lacks it), then Projects renamed to Receipts: the path comes back
+    // with Projects' UIDVALIDITY and as many messages as both had. It is Projects, not Receipts reset.
+    const applied = await apply([
+      { type: 'folders', folders: [base[0]!, folder('Projects', null, 5, 50)] },
+      { type: 'folders', folders: [base[0]!, folder('Receipts', null, 5, 50)] },
+    ]);
+    expect(await folderIds()).toEqual({ INBOX: expect.any(String), Receipts: projectsId });
+    // Known mail of the renamed folder is not read again, and an expunge in it is heard.
+    const cursor = applied.ok ? applied.value.find((c) => c.path === 'Receipts') : null;
+    expect(cursor).toMatchObject({ uidvalidity: 50, last_uid: 4 });
+    await apply([{ type: 'vanished', path: 'Receipts', uidvalidity: 50, uids: [4] }]);
+    await endOrphanGrace(account.stub);
+    expect(await ids()).toEqual({ 'project 1': before['project 1'] });
+  });
+
   it('records a message that fails, and forgets the failure once it goes through', async () => {
     const account = await leased();
     const raw = rawMessage({ subject: 'staged late' });

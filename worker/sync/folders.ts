@@ -199,9 +199,12 @@ function followRenames(state: SyncState, listing: FolderInfo[]): { renamed: Set<
     const before = state.folders.get(info.path);
     // The UIDVALIDITY a path's own folder was renumbered to may happen to be a gone folder's: it is
     // taken for a rename onto the path only when its count is nearer that folder's than its own (a
-    // reset keeps the messages). Taken for a rename, a reset would skip the renumbered mail as read.
+    // reset keeps the messages), or when the path's folder was missing from the last listing (a reset
+    // does not take a folder out of the list; a deletion does). Taken for a rename, a reset would skip
+    // the renumbered mail as read; taken for a reset, a rename would read its mail again as copies.
     const nearer = (a: number, b: number) => Math.abs(info.total - a) < Math.abs(info.total - b);
-    if (before && !nearer(folder.total_count, before.total_count)) continue;
+    const beforeWasGone = (state.cursors.get(info.path)?.missing ?? 0) > 0;
+    if (before && !beforeWasGone && !nearer(folder.total_count, before.total_count)) continue;
     if (before) displaced.push(before);
     moveFolder(state, oldPath, info);
     gone.splice(gone.indexOf(oldPath), 1);

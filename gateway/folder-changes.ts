@@ -41,8 +41,8 @@ export class FolderChanges {
   #vanished = new Map<string, { uidvalidity: number; uids: Set<number> }>();
   /** Without CONDSTORE: a digest per page of the flags last relayed. */
   #flagDigests = new Map<string, Uint32Array>();
-  /** Without QRESYNC: the UIDs of the last snapshot relayed (ascending). */
-  #lastSnapshot = new Map<string, Uint32Array>();
+  /** The UIDs of the last snapshot relayed (ascending), with the UIDVALIDITY they belong to. */
+  #lastSnapshot = new Map<string, { uidvalidity: number; uids: Uint32Array }>();
 
   constructor(features: () => ServerFeatures, pageSize: number) {
     this.#features = features;
@@ -67,6 +67,7 @@ export class FolderChanges {
   renumbered(path: string): void {
     this.#vanished.delete(path);
     this.#flagDigests.delete(path);
+    this.#lastSnapshot.delete(path);
   }
 
   async read(
@@ -93,7 +94,7 @@ export class FolderChanges {
       return { flags, vanished, snapshot: null, removed: vanished.length > 0, status, digests };
     }
     const snapshot = await uidsUpTo(client, lastUid);
-    const previous = this.#lastSnapshot.get(path);
+    const previous = this.#previousSnapshot(path, status.uidvalidity, reset);
     const present = new Set(snapshot);
     // Without an earlier snapshot in this session, anything may have gone.
     const removed = reset || (previous ? previous.some((uid) => !present.has(uid)) : base.last_uid > 0);
@@ -101,17 +102,27 @@ export class FolderChanges {
     return { flags, vanished: [], snapshot, removed, status, digests };
   }
 
-  /** The UIDs a pass found expunged: QRESYNC's VANISHED, or what left since this session's last snapshot. */
+  /**
+   * The UIDs a pass found expunged: QRESYNC's VANISHED, or what left since this session's last
+   * snapshot of the same numbering (UIDs of an earlier UIDVALIDITY name other messages, or none).
+   */
   gone(path: string, tail: PassTail): number[] {
     if (!tail.snapshot) return tail.vanished;
     const present = new Set(tail.snapshot);
-    return [...(this.#lastSnapshot.get(path) ?? [])].filter((uid) => !present.has(uid));
+    const previous = this.#previousSnapshot(path, tail.status.uidvalidity, false);
+    return [...(previous ?? [])].filter((uid) => !present.has(uid));
   }
 
   /** The Worker acknowledged the tail: it is now the view later passes compare with. */
   relayed(path: string, tail: PassTail): void {
-    if (tail.snapshot) this.#lastSnapshot.set(path, Uint32Array.from(tail.snapshot));
+    if (tail.snapshot)
+      this.#lastSnapshot.set(path, { uidvalidity: tail.status.uidvalidity, uids: Uint32Array.from(tail.snapshot) });
     if (tail.digests) this.#flagDigests.set(path, tail.digests);
+  }
+
+  #previousSnapshot(path: string, uidvalidity: number, reset: boolean): Uint32Array | undefined {
+    const last = this.#lastSnapshot.get(path);
+    return last && !reset && last.uidvalidity === uidvalidity ? last.uids : undefined;
   }
 
   /** Forgets a folder that is gone from the listing. */

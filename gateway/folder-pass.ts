@@ -119,10 +119,15 @@ export class FolderPasses {
     this.#notifiedAt.delete(path);
     const found = await host.inFolder(path, async (client, fresh) => {
       const status = await statusOf(client, path, fresh);
-      const known = host.cursors.get(path);
-      const reset = !!known && known.uidvalidity !== status.uidvalidity;
-      // The Worker learns of a new UIDVALIDITY from the folder list: send it before any message under it.
-      if (reset) await host.refreshListing(client);
+      const differs = () => {
+        const known = host.cursors.get(path);
+        return !!known && known.uidvalidity !== status.uidvalidity;
+      };
+      // The Worker learns of a new UIDVALIDITY from the folder list: send it before any message under
+      // it. Its answer may settle the difference: a folder renamed onto this path brings its cursor
+      // (its expunges since then are read as usual), a reset brings an empty one (read from scratch).
+      if (differs()) await host.refreshListing(client);
+      const reset = differs();
       const base = this.#baseline(path, status);
       // What changed among the messages the Worker knows is read first: expunges found here ride
       // along with this folder's new mail as a hint (a message that left and came back under a new

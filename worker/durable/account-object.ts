@@ -24,6 +24,7 @@ import { ChangeApplier } from '../sync/apply.ts';
 import { writeResult } from '../sync/commit.ts';
 import { InitialSync } from '../sync/initial-sync.ts';
 import { deleteDueOrphans, nextOrphanDue, ORPHAN_GRACE_MS } from '../sync/orphans.ts';
+import { preparedByMessage, type Prepared } from '../sync/prepare.ts';
 import { runChanges } from '../sync/run-changes.ts';
 import type { ChangeResult } from '../sync/state.ts';
 import { countingEnv, logStats, newStats, type SyncStats } from '../sync/stats.ts';
@@ -202,12 +203,14 @@ export class AccountObject extends DurableObject<Env> {
 
   /**
    * Apply a batch of changes from the gateway holding the lease, in order (`sequence`: its place
-   * among the gateway's batches on their way, sync/order.ts). Returns the cursors after it.
+   * among the gateway's batches on their way, sync/order.ts; `prepared`: its sources already
+   * parsed, sync/prepare.ts). Returns the cursors after it.
    */
   async applyChanges(
     gatewayId: string,
     changes: Change[],
     sequence?: ChangesSequence,
+    prepared?: Prepared,
   ): Promise<HolderResult<FolderCursor[]> | { ok: false; out_of_order: string }> {
     if (sequence) await this.order.waitForTurn(sequence);
     return this.serialize(async () => {
@@ -225,6 +228,7 @@ export class AccountObject extends DurableObject<Env> {
       const stats = newStats();
       const env = countingEnv(this.env, stats);
       const applier = new ChangeApplier(env, context, this.store.loadCursors(), this.store.loadInitialSync(), stats);
+      applier.state.prepared = preparedByMessage(changes, prepared);
       const start = performance.now();
       await applier.loadFolders();
       await runChanges(

@@ -53,7 +53,7 @@ export interface ChangeResult {
   eventMarks: number[];
   /** R2 objects to write before the D1 batch. */
   blobs: { key: string; body: Uint8Array | string; contentType: string }[];
-  /** Staged sources this change did not make an email of: deleted after the batch unless an email refers to them. */
+  /** Staged sources this change did not make an email of: the object deletes them after a grace (durable/staged-releases.ts). */
   unusedStaged: string[];
   /** Emails this change left in no folder (marked in D1 in the same batch): the object sets its alarm. */
   orphans: string[];

@@ -73,13 +73,15 @@ export function textVerdict(input: TextInput): TextVerdict | null {
   const daemon = isDaemon(input.from);
   const subject = BOUNCE_SUBJECT.test(input.subject) && (daemon || !REPLY_SUBJECT.test(input.subject));
   const phrase = FAILURE_PHRASE.test(head);
+  const who = daemon || subject;
+  // Neither a mail system nor a failure phrase: no bounce, whatever else the text holds (see below).
+  if (!who && !phrase) return null;
   const code = SMTP_REPLY.test(head) || STATUS.test(head) || /\(#[45]\.\d\.\d\)/.test(head);
   const returned = input.returned || copyAt >= 0;
   const failed = recipientFrom(input, report);
   const block = failed !== null && failed.fromBlock;
   // At least two independent signs, one of them that it comes from a mail system or says so in its subject.
   const signs = [phrase, code, block || input.failedRecipients !== '', returned].filter(Boolean).length;
-  const who = daemon || subject;
   const told = phrase || code || block || input.failedRecipients !== '';
   if (!(who && told) && !(signs >= 3 && phrase)) return null;
   // A person's or a robot's answer: out of office, vacation, auto-reply, with no failure report in it.

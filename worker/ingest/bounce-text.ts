@@ -50,6 +50,8 @@ export interface TextInput {
   autoSubmitted: string;
   /** The original message came back attached (message/rfc822 or its headers). */
   returned: boolean;
+  /** `reportSection(plain)`, when the caller has it already. */
+  section?: { report: string; copyAt: number };
 }
 
 /** The report text: before the copy of the original. */
@@ -67,13 +69,29 @@ export function isChallenge(text: string): boolean {
   return CHALLENGE.test(text);
 }
 
-export function textVerdict(input: TextInput): TextVerdict | null {
-  const { report, copyAt } = reportSection(input.plain);
-  const head = report.slice(0, 6000);
+/** The start of the report that its phrases are looked for in. */
+export const reportHead = (report: string): string => report.slice(0, 6000);
+
+/** Who sent it: a mail system, or a sender whose subject says it is a failure report. */
+function mailSystem(input: Pick<TextInput, 'from' | 'subject'>): { daemon: boolean; who: boolean } {
   const daemon = isDaemon(input.from);
   const subject = BOUNCE_SUBJECT.test(input.subject) && (daemon || !REPLY_SUBJECT.test(input.subject));
+  return { daemon, who: daemon || subject };
+}
+
+/**
+ * Whether a text can be a bounce at all (textVerdict answers null otherwise): it comes from a mail
+ * system, says so in its subject, or names a failure in its report's head.
+ */
+export function mayBeBounce(input: Pick<TextInput, 'from' | 'subject'>, head: string): boolean {
+  return mailSystem(input).who || FAILURE_PHRASE.test(head);
+}
+
+export function textVerdict(input: TextInput): TextVerdict | null {
+  const { report, copyAt } = input.section ?? reportSection(input.plain);
+  const head = reportHead(report);
+  const { daemon, who } = mailSystem(input);
   const phrase = FAILURE_PHRASE.test(head);
-  const who = daemon || subject;
   // Neither a mail system nor a failure phrase: no bounce, whatever else the text holds (see below).
   if (!who && !phrase) return null;
   const code = SMTP_REPLY.test(head) || STATUS.test(head) || /\(#[45]\.\d\.\d\)/.test(head);

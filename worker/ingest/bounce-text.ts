@@ -73,10 +73,9 @@ export function isChallenge(text: string): boolean {
 export const reportHead = (report: string): string => report.slice(0, 6000);
 
 /** Who sent it: a mail system, or a sender whose subject says it is a failure report. */
-function mailSystem(input: Pick<TextInput, 'from' | 'subject'>): { daemon: boolean; who: boolean } {
+function fromMailSystem(input: Pick<TextInput, 'from' | 'subject'>): boolean {
   const daemon = isDaemon(input.from);
-  const subject = BOUNCE_SUBJECT.test(input.subject) && (daemon || !REPLY_SUBJECT.test(input.subject));
-  return { daemon, who: daemon || subject };
+  return daemon || (BOUNCE_SUBJECT.test(input.subject) && (daemon || !REPLY_SUBJECT.test(input.subject)));
 }
 
 /**
@@ -84,13 +83,13 @@ function mailSystem(input: Pick<TextInput, 'from' | 'subject'>): { daemon: boole
  * system, says so in its subject, or names a failure in its report's head.
  */
 export function mayBeBounce(input: Pick<TextInput, 'from' | 'subject'>, head: string): boolean {
-  return mailSystem(input).who || FAILURE_PHRASE.test(head);
+  return fromMailSystem(input) || FAILURE_PHRASE.test(head);
 }
 
 export function textVerdict(input: TextInput): TextVerdict | null {
   const { report, copyAt } = input.section ?? reportSection(input.plain);
   const head = reportHead(report);
-  const { daemon, who } = mailSystem(input);
+  const who = fromMailSystem(input);
   const phrase = FAILURE_PHRASE.test(head);
   // Neither a mail system nor a failure phrase: no bounce, whatever else the text holds (see below).
   if (!who && !phrase) return null;

@@ -97,6 +97,8 @@ interface Run {
   bytes: number;
   seconds: number;
   worker: Numbers;
+  /** The changes endpoint's parsing, before the object (`sync prepare` lines). */
+  prepare: Numbers;
   relay: Numbers;
 }
 
@@ -133,6 +135,7 @@ async function syncRun(
     bytes,
     seconds,
     worker: sumLines(service.workerLog, /sync stats (\{.*\})/),
+    prepare: sumLines(service.workerLog, /sync prepare (\{.*\})/),
     relay: sumLines(
       gateway.log.filter((l) => l.includes('"relay changes"')),
       /^(\{.*\})$/,
@@ -142,7 +145,7 @@ async function syncRun(
 }
 
 function report(run: Run, rawRate?: number): void {
-  const { worker: w, relay: r, count } = run;
+  const { worker: w, prepare: p, relay: r, count } = run;
   const rate = count / run.seconds;
   const perMsg = (ms: number | undefined) => `${(((ms ?? 0) / count) * 1000).toFixed(0)} µs`;
   console.log(`\n-- ${run.label}: ${count} messages, ${(run.bytes / 1e6).toFixed(1)} MB --`);
@@ -165,10 +168,11 @@ function report(run: Run, rawRate?: number): void {
   if (rawRate) console.log(`  gateway fetch (raw rate)  ${((1 / rawRate) * 1e6).toFixed(0)} µs`);
   console.log(`  relay encoding (JSON)     ${perMsg(r.encode_ms)}`);
   console.log(`  transfer + waiting for the batch before (round trip - own apply) ${perMsg(onTheWay)}`);
+  console.log(`    of which parsing in the changes request, before the object ${perMsg(p.parseMs)}`);
   console.log(
     `  worker apply, total       ${perMsg(w.applyMs)} (the bound: ${(1e6 / (((w.applyMs ?? 0) / count) * 1000)).toFixed(0)} msg/s)`,
   );
-  console.log(`    parse                   ${perMsg(w.parseMs)}`);
+  console.log(`    parse (staged sources)  ${perMsg(w.parseMs)}`);
   console.log(`    lookups                 ${perMsg(w.lookupMs)}`);
   console.log(`    rows, threads, segment  ${perMsg(w.buildMs)}`);
   console.log(`    R2                      ${perMsg(w.r2Ms)}`);

@@ -20,10 +20,12 @@ import { purgeStep } from '../accounts/purge.ts';
 import type { Env } from '../env.ts';
 import { dispatchEvents, eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
 import { isoNow } from '../lib/time.ts';
+import { releaseStaged } from '../emails/blobs.ts';
 import { ChangeApplier } from '../sync/apply.ts';
 import { writeResult } from '../sync/commit.ts';
 import { InitialSync } from '../sync/initial-sync.ts';
 import { deleteDueOrphans, nextOrphanDue, ORPHAN_GRACE_MS } from '../sync/orphans.ts';
+import { preparedByMessage, type Prepared } from '../sync/prepare.ts';
 import { runChanges } from '../sync/run-changes.ts';
 import type { ChangeResult } from '../sync/state.ts';
 import { countingEnv, logStats, newStats, type SyncStats } from '../sync/stats.ts';
@@ -32,6 +34,7 @@ import { answerOf, callHolder, COMMAND_BUDGET, sendBudget, type CommandAnswer } 
 import { applyModify, planModify, type ModifyWanted } from '../commands/modify.ts';
 import { notFound } from '../lib/errors.ts';
 import { AccountStore } from './account-store.ts';
+import { STAGED_GRACE_MS, StagedReleases } from './staged-releases.ts';
 import { claimLease, type HolderResult, type Lease } from './lease.ts';
 
 export interface AccountInit {
@@ -47,19 +50,24 @@ export interface AccountInit {
 
 export class AccountObject extends DurableObject<Env> {
   private readonly store: AccountStore;
+  private readonly staged: StagedReleases;
   private readonly order: ChangeOrder;
   /** Changes of one account are applied strictly one after another. */
   private tail: Promise<unknown> = Promise.resolve();
   /** Commands (send, mailbox actions) run one after another too, on a chain of their own: a slow send never holds up sync. */
   private commandTail: Promise<unknown> = Promise.resolve();
-  /** Whether this instance has looked for orphans a crash may have left without an alarm. */
+  /** Whether this instance has looked for orphans (and staged releases) a crash may have left without an alarm. */
   private orphansChecked = false;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.store = new AccountStore(ctx.storage);
+    this.staged = new StagedReleases(ctx.storage.sql);
     this.order = new ChangeOrder(this.store);
-    ctx.blockConcurrencyWhile(async () => this.store.migrate());
+    ctx.blockConcurrencyWhile(async () => {
+      this.store.migrate();
+      this.staged.migrate();
+    });
   }
 
   private serialize<T>(work: () => Promise<T>): Promise<T> {
@@ -140,6 +148,7 @@ export class AccountObject extends DurableObject<Env> {
       const holder = this.dropLease();
       this.store.setMeta('removed', '1');
       this.store.forgetSync();
+      this.staged.clear(); // the purge deletes the account's whole prefix
       await this.ctx.storage.setAlarm(Date.now());
       return holder;
     });
@@ -202,12 +211,14 @@ export class AccountObject extends DurableObject<Env> {
 
   /**
    * Apply a batch of changes from the gateway holding the lease, in order (`sequence`: its place
-   * among the gateway's batches on their way, sync/order.ts). Returns the cursors after it.
+   * among the gateway's batches on their way, sync/order.ts; `prepared`: its sources already
+   * parsed, sync/prepare.ts). Returns the cursors after it.
    */
   async applyChanges(
     gatewayId: string,
     changes: Change[],
     sequence?: ChangesSequence,
+    prepared?: Prepared,
   ): Promise<HolderResult<FolderCursor[]> | { ok: false; out_of_order: string }> {
     if (sequence) await this.order.waitForTurn(sequence);
     return this.serialize(async () => {
@@ -219,12 +230,13 @@ export class AccountObject extends DurableObject<Env> {
       const context = this.accountContext();
       if (!this.orphansChecked) {
         this.orphansChecked = true;
-        const due = await nextOrphanDue(this.env, context.accountId);
-        if (due !== null) await this.alarmAt(due);
+        for (const due of [await nextOrphanDue(this.env, context.accountId), this.staged.next()])
+          if (due !== null) await this.alarmAt(due);
       }
       const stats = newStats();
       const env = countingEnv(this.env, stats);
       const applier = new ChangeApplier(env, context, this.store.loadCursors(), this.store.loadInitialSync(), stats);
+      applier.state.prepared = preparedByMessage(changes, prepared);
       const start = performance.now();
       await applier.loadFolders();
       await runChanges(
@@ -243,11 +255,21 @@ export class AccountObject extends DurableObject<Env> {
     });
   }
 
-  /** R2 and D1 (sync/commit.ts), then the orphan alarm, then the events go to the queue. */
+  /**
+   * Staged sources the change did not use are recorded first (deleted later: another change may
+   * name them), then R2 and D1 (sync/commit.ts), the orphan alarm, and the events go to the queue.
+   */
   private async commit(result: ChangeResult, env: Env = this.env, stats?: SyncStats): Promise<void> {
+    if (result.unusedStaged.length) await this.deferStaged(result.unusedStaged);
     await writeResult(env, result, stats);
     if (result.orphans.length) await this.alarmAt(Date.now() + ORPHAN_GRACE_MS);
     this.dispatch(result.events);
+  }
+
+  private async deferStaged(keys: string[]): Promise<void> {
+    const now = Date.now();
+    this.staged.defer(keys, now);
+    await this.alarmAt(now + STAGED_GRACE_MS);
   }
 
   private async alarmAt(due: number): Promise<void> {
@@ -267,16 +289,22 @@ export class AccountObject extends DurableObject<Env> {
 
   /**
    * A bounded step per alarm: of a removed account's purge, else of the orphans whose grace ran out
-   * (found in D1), deleted with email.delete.
+   * (found in D1), deleted with email.delete, and of the staged sources whose grace ran out.
    */
   override async alarm(): Promise<void> {
     await this.serialize(async () => {
       const accountId = this.store.meta('account_id');
       if (!accountId) return;
       if (this.store.meta('removed') === '1') return this.purgeStep(accountId);
-      this.dispatch(await deleteDueOrphans(this.env, accountId, Date.now()));
-      const next = await nextOrphanDue(this.env, accountId);
-      if (next !== null) await this.ctx.storage.setAlarm(Math.max(next, Date.now()));
+      const now = Date.now();
+      this.dispatch(await deleteDueOrphans(this.env, accountId, now, (keys) => this.staged.defer(keys, now)));
+      const releases = this.staged.due(now);
+      if (releases.length) {
+        await releaseStaged(this.env, releases);
+        this.staged.done(releases.map((r) => r.key));
+      }
+      const next = [await nextOrphanDue(this.env, accountId), this.staged.next()].filter((t) => t !== null);
+      if (next.length) await this.ctx.storage.setAlarm(Math.max(Math.min(...next), Date.now()));
     });
   }
 

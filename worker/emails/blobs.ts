@@ -5,7 +5,7 @@
  * a byte range of a _segment_: one object per applied change holding the sources, large bodies and
  * attachments of all its new emails, written with one R2 call (`<key>#<offset>+<length>`). A segment
  * is deleted when the last email whose raw source is in it goes. Staged sources (the gateway's large
- * messages) stay objects of their own, shared by identical copies.
+ * messages) stay objects of their own, shared by identical copies, deleted after a grace.
  */
 import type { Env } from '../env.ts';
 import { deleteBlobs } from './delete.ts';
@@ -58,17 +58,44 @@ export async function segmentsInUse(env: Env, keys: string[]): Promise<Set<strin
   return new Set(results.map((r) => r.k));
 }
 
+/** The staged sources among references: never deleted at once (durable/staged-releases.ts). */
+export const stagedKeys = (refs: (string | null | undefined)[]): string[] => [
+  ...new Set(refs.filter((r): r is string => !!r && r.includes(STAGED_MARK)).map((r) => parseBlobRef(r).key)),
+];
+
 /**
  * After emails' rows were deleted: deletes the objects their references named that no remaining
- * email uses (a segment or a staged source may serve other emails too), in as few R2 calls as allowed.
+ * email uses (a segment may serve other emails too), in as few R2 calls as allowed. Staged sources
+ * are left to the account object, which deletes them after a grace (`stagedKeys`, `releaseStaged`).
  */
 export async function releaseBlobs(env: Env, refs: (string | null | undefined)[]): Promise<void> {
-  const keys = [...new Set(refs.filter((r): r is string => !!r).map((r) => parseBlobRef(r).key))];
-  const staged = keys.filter((k) => k.includes(STAGED_MARK));
-  const segments = keys.filter((k) => k.includes(SEGMENT_MARK));
-  const [stagedUsed, segmentsUsed] = await Promise.all([stagedInUse(env, staged), segmentsInUse(env, segments)]);
+  const keys = [...new Set(refs.filter((r): r is string => !!r).map((r) => parseBlobRef(r).key))].filter(
+    (k) => !k.includes(STAGED_MARK),
+  );
+  const segmentsUsed = await segmentsInUse(
+    env,
+    keys.filter((k) => k.includes(SEGMENT_MARK)),
+  );
   await deleteBlobs(
     env.BLOBS,
-    keys.filter((k) => !stagedUsed.has(k) && !segmentsUsed.has(k)),
+    keys.filter((k) => !segmentsUsed.has(k)),
+  );
+}
+
+/**
+ * Staged sources whose grace ran out: deleted unless an email uses them, or the gateway uploaded
+ * them again after they were recorded (a change naming them is on its way). One query, one R2 head
+ * per source, one delete call.
+ */
+export async function releaseStaged(env: Env, releases: { key: string; recorded_ms: number }[]): Promise<void> {
+  const used = await stagedInUse(
+    env,
+    releases.map((r) => r.key),
+  );
+  const unused = releases.filter((r) => !used.has(r.key));
+  const heads = await Promise.all(unused.map((r) => env.BLOBS.head(r.key)));
+  await deleteBlobs(
+    env.BLOBS,
+    unused.filter((r, i) => heads[i] && heads[i].uploaded.getTime() <= r.recorded_ms).map((r) => r.key),
   );
 }

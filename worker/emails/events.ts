@@ -3,6 +3,7 @@
  * when the payload would exceed 64 KB (DECISIONS.md): here, so outbox rows stay small, and again by
  * the webhook sender, which measures the whole envelope.
  */
+import { rememberDataJson } from '../events/outbox.ts';
 import { presentEmailList, type EmailRecord } from './present.ts';
 
 export const MAX_EVENT_PAYLOAD_BYTES = 64 * 1024;
@@ -18,7 +19,8 @@ export function emailEventData(record: EmailRecord, bodies?: { html: string; pla
   const email = presentEmailList(bodies ? { ...record, bodies } : record);
   const json = JSON.stringify(email);
   // A UTF-16 unit is at most 3 UTF-8 bytes: most payloads need no encoding to be measured.
-  return json.length * 3 <= MAX_EVENT_PAYLOAD_BYTES || new TextEncoder().encode(json).length <= MAX_EVENT_PAYLOAD_BYTES
-    ? email
-    : withoutBodies(email);
+  if (json.length * 3 > MAX_EVENT_PAYLOAD_BYTES && new TextEncoder().encode(json).length > MAX_EVENT_PAYLOAD_BYTES)
+    return withoutBodies(email);
+  rememberDataJson(email, json);
+  return email;
 }

@@ -23,10 +23,22 @@ export function newEvent(type: EventType, accountId: string | null, data: unknow
   return { id: newId('event'), type, account_id: accountId, data, created_at: isoNow() };
 }
 
+/** JSON already made of an event's data (an email event's payload is measured as JSON when made). */
+const dataJsonMade = new WeakMap<object, string>();
+
+/** Remembers `json` as the JSON of `data`, which must not change afterwards. */
+export function rememberDataJson(data: object, json: string): void {
+  dataJsonMade.set(data, json);
+}
+
+/** The outbox row's `data_json`: made once per event. */
+export const dataJson = (data: unknown): string =>
+  (typeof data === 'object' && data !== null && dataJsonMade.get(data)) || JSON.stringify(data);
+
 export function eventStatement(db: D1Database, event: OutboxEvent): D1PreparedStatement {
   return db
     .prepare('INSERT INTO events (id, type, account_id, data_json, created_at) VALUES (?, ?, ?, ?, ?)')
-    .bind(event.id, event.type, event.account_id, JSON.stringify(event.data), event.created_at);
+    .bind(event.id, event.type, event.account_id, dataJson(event.data), event.created_at);
 }
 
 /** Hand committed events to the queue. Failures are logged and left for the sweep; never thrown. */

@@ -31,6 +31,7 @@ import { parseOrThrow } from '../lib/validation.ts';
 import { OUTGOING_NAME, outgoingBlobKey, settleOutgoing } from '../send/outgoing.ts';
 import { blobKeys } from '../emails/store.ts';
 import { accountObject } from '../durable/account-stub.ts';
+import { prepareChanges } from '../sync/prepare.ts';
 import { gatewayObject } from '../durable/gateway-stub.ts';
 
 interface AccountSecretsRow {
@@ -175,9 +176,12 @@ export const gatewayRoutes = new Hono<AppEnv>()
   })
 
   .post('/accounts/:id/changes', async (c) => {
-    const { gateway_id, changes, sequence } = await signedBody(c, ChangesRequest);
+    const request = await signedBody(c, ChangesRequest);
     const accountId = accountIdParam(c);
-    const result = (await accountObject(c.env, accountId).applyChanges(gateway_id, changes, sequence)) as
+    // Parsed here, off the object's one-change-at-a-time path (sync/prepare.ts).
+    const { changes, prepared } = await prepareChanges(request.changes);
+    const stub = accountObject(c.env, accountId);
+    const result = (await stub.applyChanges(request.gateway_id, changes, request.sequence, prepared)) as
       | HolderResult<FolderCursor[]>
       | { ok: false; out_of_order: string };
     if (result.ok) return c.json({ cursors: result.value });

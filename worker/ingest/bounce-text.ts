@@ -50,6 +50,8 @@ export interface TextInput {
   autoSubmitted: string;
   /** The original message came back attached (message/rfc822 or its headers). */
   returned: boolean;
+  /** `reportSection(plain)`, when the caller has it already. */
+  section?: { report: string; copyAt: number };
 }
 
 /** The report text: before the copy of the original. */
@@ -67,19 +69,36 @@ export function isChallenge(text: string): boolean {
   return CHALLENGE.test(text);
 }
 
-export function textVerdict(input: TextInput): TextVerdict | null {
-  const { report, copyAt } = reportSection(input.plain);
-  const head = report.slice(0, 6000);
+/** The start of the report that its phrases are looked for in. */
+export const reportHead = (report: string): string => report.slice(0, 6000);
+
+/** Who sent it: a mail system, or a sender whose subject says it is a failure report. */
+function fromMailSystem(input: Pick<TextInput, 'from' | 'subject'>): boolean {
   const daemon = isDaemon(input.from);
-  const subject = BOUNCE_SUBJECT.test(input.subject) && (daemon || !REPLY_SUBJECT.test(input.subject));
+  return daemon || (BOUNCE_SUBJECT.test(input.subject) && (daemon || !REPLY_SUBJECT.test(input.subject)));
+}
+
+/**
+ * Whether a text can be a bounce at all (textVerdict answers null otherwise): it comes from a mail
+ * system, says so in its subject, or names a failure in its report's head.
+ */
+export function mayBeBounce(input: Pick<TextInput, 'from' | 'subject'>, head: string): boolean {
+  return fromMailSystem(input) || FAILURE_PHRASE.test(head);
+}
+
+export function textVerdict(input: TextInput): TextVerdict | null {
+  const { report, copyAt } = input.section ?? reportSection(input.plain);
+  const head = reportHead(report);
+  const who = fromMailSystem(input);
   const phrase = FAILURE_PHRASE.test(head);
+  // Neither a mail system nor a failure phrase: no bounce, whatever else the text holds (see below).
+  if (!who && !phrase) return null;
   const code = SMTP_REPLY.test(head) || STATUS.test(head) || /\(#[45]\.\d\.\d\)/.test(head);
   const returned = input.returned || copyAt >= 0;
   const failed = recipientFrom(input, report);
   const block = failed !== null && failed.fromBlock;
   // At least two independent signs, one of them that it comes from a mail system or says so in its subject.
   const signs = [phrase, code, block || input.failedRecipients !== '', returned].filter(Boolean).length;
-  const who = daemon || subject;
   const told = phrase || code || block || input.failedRecipients !== '';
   if (!(who && told) && !(signs >= 3 && phrase)) return null;
   // A person's or a robot's answer: out of office, vacation, auto-reply, with no failure report in it.

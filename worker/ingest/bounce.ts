@@ -8,7 +8,15 @@
 
 import type { BounceInfo, ParsedAddress, ParsedAttachment } from './types.ts';
 import { addressesIn, deliveryStatus, reportType, returnedHeaders } from './bounce-dsn.ts';
-import { guessStatus, isChallenge, isDaemon, reportSection, textVerdict } from './bounce-text.ts';
+import {
+  guessStatus,
+  isChallenge,
+  isDaemon,
+  mayBeBounce,
+  reportHead,
+  reportSection,
+  textVerdict,
+} from './bounce-text.ts';
 
 export interface BounceInput {
   contentType: string;
@@ -29,7 +37,10 @@ export function detectBounce(input: BounceInput): BounceInfo | null {
     return null;
   const dsn = deliveryStatus(input.attachments);
   if (dsn === 'success') return null;
-  const { report, copyAt } = reportSection(input.plain);
+  const section = reportSection(input.plain);
+  const { report, copyAt } = section;
+  // No report part and nothing in the text that a bounce says: the text reading below would answer null.
+  if (kind === null && dsn === null && !mayBeBounce(input, reportHead(report))) return null;
   if (isChallenge(`${input.subject}\n${report.slice(0, 6000)}\n${dsn?.diagnostic ?? ''}`)) return null;
   const original = returnedHeaders(input.attachments, input.plain, copyAt);
   const header = (name: string) =>
@@ -55,6 +66,7 @@ export function detectBounce(input: BounceInput): BounceInfo | null {
     failedRecipients: header('x-failed-recipients'),
     autoSubmitted: header('auto-submitted'),
     returned: original.messageId !== null || original.recipients.length > 0,
+    section,
   });
   // A declared delivery-status report is a bounce even when its text alone would not say so.
   const action = text?.action ?? (kind === 'delivery-status' ? (dsn?.action ?? 'failed') : null);

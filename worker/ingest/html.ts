@@ -144,7 +144,19 @@ function dropComments(html: string): string {
 
 /** About `max` characters of text with whitespace collapsed, cut at a code point boundary. */
 export function snippetOf(text: string, max = 200): string {
-  const flat = text.replace(/\s+/g, ' ').trim();
+  // Only as much of the text as the snippet needs is flattened (a body can be many MB): a prefix
+  // whose flattened form is longer than `max + 1` starts exactly as the whole text's does.
+  let end = max * 2;
+  let flat: string;
+  for (;;) {
+    flat = text.slice(0, end).replace(/\s+/g, ' ').trimStart();
+    if (end >= text.length) {
+      flat = flat.trimEnd();
+      break;
+    }
+    if (flat.length > max + 1) break;
+    end *= 4;
+  }
   if (flat.length <= max) return flat;
   const cut = /[\ud800-\udbff]$/.test(flat.slice(0, max)) ? max - 1 : max;
   return flat.slice(0, cut).trimEnd();

@@ -23,21 +23,29 @@ const utf8Bound = (text: string): number => text.length + 2 * (text.match(/[\u00
 
 /** The items as JSON arrays of at most `limit` UTF-8 bytes each (an item larger than that goes alone). */
 export function jsonChunks(items: unknown[], limit: number = JSON_PARAM_BYTES): string[] {
-  const out: string[] = [];
+  return jsonChunksCounted(items, limit).map((c) => c.json);
+}
+
+/** `jsonChunks`, each with the number of items it holds. */
+export function jsonChunksCounted(
+  items: unknown[],
+  limit: number = JSON_PARAM_BYTES,
+): { json: string; count: number }[] {
+  const out: { json: string; count: number }[] = [];
   let part: string[] = [];
   let size = 2;
   for (const item of items) {
     const text = JSON.stringify(item);
     const bytes = utf8Bound(text);
     if (part.length && size + bytes + 1 > limit) {
-      out.push(`[${part.join(',')}]`);
+      out.push({ json: `[${part.join(',')}]`, count: part.length });
       part = [];
       size = 2;
     }
     part.push(text);
     size += bytes + 1;
   }
-  if (part.length) out.push(`[${part.join(',')}]`);
+  if (part.length) out.push({ json: `[${part.join(',')}]`, count: part.length });
   return out;
 }
 

@@ -3,8 +3,8 @@
  * row an array of column values) expanded with `json_each`, so a statement has one or two bound
  * parameters whatever it writes (D1 allows 100), and its JSON stays far below D1's 2 MB per value.
  */
-import type { OutboxEvent } from '../events/outbox.ts';
-import { jsonChunks, jsonColumns } from '../lib/sql.ts';
+import { dataJson, type OutboxEvent } from '../events/outbox.ts';
+import { jsonChunks, jsonChunksCounted, jsonColumns } from '../lib/sql.ts';
 
 /** INSERT (OR IGNORE) of rows into a table: one statement per JSON chunk. */
 export function insertRows(
@@ -25,8 +25,8 @@ export function insertRows(
  * the `events_number` trigger would give one by one; migration 0011 leaves numbered rows to us).
  */
 export function eventRows(db: D1Database, events: OutboxEvent[]): D1PreparedStatement[] {
-  const rows = events.map((e) => [e.id, e.type, e.account_id, JSON.stringify(e.data), e.created_at]);
-  return jsonChunks(rows).flatMap((json) => [
+  const rows = events.map((e) => [e.id, e.type, e.account_id, dataJson(e.data), e.created_at]);
+  return jsonChunksCounted(rows).flatMap(({ json, count }) => [
     db
       .prepare(
         `INSERT INTO events (id, type, account_id, data_json, created_at, seq)
@@ -36,7 +36,8 @@ export function eventRows(db: D1Database, events: OutboxEvent[]): D1PreparedStat
          FROM json_each(?)`,
       )
       .bind(json),
-    db.prepare('UPDATE event_sequence SET last = last + json_array_length(?) WHERE id = 1').bind(json),
+    // The count is bound, not read back from the JSON (SQLite would parse the whole chunk again).
+    db.prepare('UPDATE event_sequence SET last = last + ? WHERE id = 1').bind(count),
   ]);
 }
 

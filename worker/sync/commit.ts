@@ -4,7 +4,6 @@
  * outbox rows of a batch's events are written in bulk at its end (sync/bulk.ts).
  */
 import type { Env } from '../env.ts';
-import { releaseBlobs } from '../emails/blobs.ts';
 import { eventRows } from './bulk.ts';
 import type { ChangeResult } from './state.ts';
 import { timed } from './stats.ts';
@@ -64,6 +63,4 @@ export async function writeResult(env: Env, result: ChangeResult, stats?: SyncSt
   await timed(stats, 'd1Ms', async () => {
     for (const batch of batchesWithEvents(env.DB, result)) await env.DB.batch(batch);
   });
-  // Staged sources no email was made of (unless an identical copy uses them).
-  if (result.unusedStaged.length) await releaseBlobs(env, result.unusedStaged);
 }

@@ -15,16 +15,16 @@ import { emailEventData } from '../emails/events.ts';
 import type { AttachmentRow, EmailRecord, EmailRow } from '../emails/present.ts';
 import { blobKeys, loadEmailRecords } from '../emails/store.ts';
 import type { FolderRow } from '../folders/present.ts';
-import { parseMessage } from '../ingest/parse.ts';
 import type { ParsedMessage } from '../ingest/types.ts';
 import { fromBase64 } from '../lib/crypto.ts';
 import { isoNow } from '../lib/time.ts';
 import { outgoingByMessageId, outgoingFields, type OutgoingRecord } from '../send/outgoing.ts';
 import { Threader, threadedMessage } from '../threads/threader.ts';
 import { attachmentRows, buildEmailRow } from './email-row.ts';
-import { copyIdentity, emailsByBaseIdentity, identityOf } from './identity.ts';
+import { copyIdentity, emailsByBaseIdentity } from './identity.ts';
 import { flagState, membershipsByUid, membershipsOf, refreshEmails, target, type FlagState } from './memberships.ts';
 import { NewMailRows } from './new-mail.ts';
+import { prepareMessage } from './prepare.ts';
 import { SeparateObjects, Segment, type BlobWriter } from './segment.ts';
 import { addEvent, emptyResult, endUnit, type ChangeResult, type SyncState } from './state.ts';
 import { timed } from './stats.ts';
@@ -84,9 +84,10 @@ export async function applyMessages(
   const arrivals: Arrival[] = await timed(stats, 'parseMs', () =>
     Promise.all(
       fresh.map(async (message) => {
+        const ready = state.prepared?.get(message);
+        if (ready) return { message, ...ready };
         const raw = message.staged ? await stagedSource(state, message.staged) : fromBase64(message.raw);
-        const mail = await parseMessage(raw);
-        return { message, raw, mail, base: await identityOf(message, mail) };
+        return { message, ...(await prepareMessage(message, raw)) };
       }),
     ),
   );

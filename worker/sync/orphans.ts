@@ -11,7 +11,7 @@ import type { EmailRow } from '../emails/present.ts';
 import { loadEmailRecords } from '../emails/store.ts';
 import type { Env } from '../env.ts';
 import { eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
-import { releaseBlobs } from '../emails/blobs.ts';
+import { releaseBlobs, stagedKeys } from '../emails/blobs.ts';
 import { deleteEmailRows } from '../emails/delete.ts';
 
 /**
@@ -42,7 +42,12 @@ export async function nextOrphanDue(env: Env, accountId: string): Promise<number
  * Deletes up to one step of the account's due orphans (email.delete or email.draft.delete each, in
  * the batch that deletes the emails). Returns the events written.
  */
-export async function deleteDueOrphans(env: Env, accountId: string, now: number): Promise<OutboxEvent[]> {
+export async function deleteDueOrphans(
+  env: Env,
+  accountId: string,
+  now: number,
+  deferStaged: (keys: string[]) => void,
+): Promise<OutboxEvent[]> {
   const db = env.DB;
   const { results } = await db
     .prepare(
@@ -57,15 +62,19 @@ export async function deleteDueOrphans(env: Env, accountId: string, now: number)
     newEvent(row.is_draft ? 'email.draft.delete' : 'email.delete', accountId, emailEventData({ row, ...rest })),
   );
   const ids = results.map((r) => r.id);
+  const refs = records.flatMap(({ row, attachments }) => [
+    row.raw_key,
+    row.body_key,
+    ...attachments.map((a) => a.blob_key),
+  ]);
+  // Before the batch: a crash after it still leaves the staged sources to be checked and deleted.
+  deferStaged(stagedKeys(refs));
   await db.batch([
     ...countDownStatements(db, accountId, ids),
     ...deleteEmailRows(db, ids),
     ...events.map((event) => eventStatement(db, event)),
   ]);
-  // A segment or a staged source may hold other emails' bytes too: it stays while one uses it.
-  await releaseBlobs(
-    env,
-    records.flatMap(({ row, attachments }) => [row.raw_key, row.body_key, ...attachments.map((a) => a.blob_key)]),
-  );
+  // A segment may hold other emails' bytes too: it stays while one uses it.
+  await releaseBlobs(env, refs);
   return events;
 }

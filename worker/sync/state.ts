@@ -2,11 +2,13 @@
  * What applying a change works on and what it produces: the account, its cursors and folders (the
  * state every part of worker/sync/ shares), and the ChangeResult the account's object commits.
  */
+import type { MessageIn } from '../../common/relay.ts';
 import type { Env } from '../env.ts';
 import { newEvent, type OutboxEvent } from '../events/outbox.ts';
 import type { EventType } from '../events/types.ts';
 import type { FolderRow } from '../folders/present.ts';
 import type { InitialSync } from './initial-sync.ts';
+import type { PreparedMessage } from './prepare.ts';
 import type { SyncStats } from './stats.ts';
 
 /** Where sync stands in one folder; `resync` is set while a folder is re-read after a UIDVALIDITY change. */
@@ -38,6 +40,8 @@ export interface SyncState {
   initialSync: InitialSync | null;
   /** What applying costs (logged per batch, summed by the sync bench). */
   stats?: SyncStats;
+  /** Sources the changes endpoint already parsed (sync/prepare.ts); the others are parsed here. */
+  prepared?: WeakMap<MessageIn, PreparedMessage>;
 }
 
 /** What applying one change produced; the Durable Object commits it. */
@@ -49,7 +53,7 @@ export interface ChangeResult {
   eventMarks: number[];
   /** R2 objects to write before the D1 batch. */
   blobs: { key: string; body: Uint8Array | string; contentType: string }[];
-  /** Staged sources this change did not make an email of: deleted after the batch unless an email refers to them. */
+  /** Staged sources this change did not make an email of: the object deletes them after a grace (durable/staged-releases.ts). */
   unusedStaged: string[];
   /** Emails this change left in no folder (marked in D1 in the same batch): the object sets its alarm. */
   orphans: string[];

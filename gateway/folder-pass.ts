@@ -20,7 +20,7 @@ import { Coalescer } from './async.ts';
 import { uidsUpTo, type FolderChanges, type FolderStatus, type PassTail } from './folder-changes.ts';
 import { isSelectable, STATUS_QUERY, type ServerFeatures } from './imap.ts';
 import { errorFields, type Logger } from './log.ts';
-import { hasUid, MESSAGE_OVERHEAD_BYTES, messageQuery, toRelayed, type StageSource } from './messages.ts';
+import { hasSource, hasUid, MESSAGE_OVERHEAD_BYTES, messageQuery, toRelayed, type StageSource } from './messages.ts';
 import { Aborted } from './worker-client.ts';
 
 /** What a pass needs of its session (gateway/session.ts). */
@@ -222,9 +222,16 @@ export class FolderPasses {
       if (final) while (inFlight.length) await inFlight.shift();
     };
     let fetched = false;
+    /** The lowest UID whose source did not come: the cursor stays below it, so the next pass asks again. */
+    let unread = Number.POSITIVE_INFINITY;
     for await (const msg of client.fetch(`${base.last_uid + 1}:*`, query, { uid: true })) {
       // "n:*" also matches the highest UID when it is below n.
       if (!hasUid(msg) || msg.uid <= base.last_uid) continue;
+      if (!hasSource(msg)) {
+        this.#host.log.warn('message fetched without its source, asked again at the next pass', { path, uid: msg.uid });
+        unread = Math.min(unread, msg.uid);
+        continue;
+      }
       const message = await toRelayed(msg, gmail, this.#host.stage);
       // A staged source is not in the change, but the Worker reads it back while applying it.
       const size = (message.staged ? message.size : message.raw.length) + MESSAGE_OVERHEAD_BYTES;
@@ -234,6 +241,7 @@ export class FolderPasses {
       lastUid = Math.max(lastUid, msg.uid);
       fetched = true;
     }
+    lastUid = Math.min(lastUid, unread - 1);
     if (fetched) await flush(true);
     return lastUid;
   }

@@ -22,6 +22,7 @@ import {
 import { isSelectable } from './imap.ts';
 import type { Logger } from './log.ts';
 import {
+  hasSource,
   hasUid,
   internalDateOf,
   MESSAGE_OVERHEAD_BYTES,
@@ -79,8 +80,16 @@ async function pullFolder(folder: PlanFolder, since: number, deps: PullDeps): Pr
       try {
         if (!sameNumbering(client, folder)) return null;
         const fetched: MessageIn[] = [];
-        for await (const msg of client.fetch(uidSet(page), messageQuery(deps.gmail), { uid: true }))
-          if (hasUid(msg)) fetched.push(await toRelayed(msg, deps.gmail, deps.stage));
+        for await (const msg of client.fetch(uidSet(page), messageQuery(deps.gmail), { uid: true })) {
+          if (!hasUid(msg)) continue;
+          // Most likely expunged while it was read: older mail the live sync does not pick up again.
+          if (!hasSource(msg))
+            deps.log.warn('initial sync: message fetched without its source, left out', {
+              path: folder.path,
+              uid: msg.uid,
+            });
+          else fetched.push(await toRelayed(msg, deps.gmail, deps.stage));
+        }
         return fetched;
       } finally {
         lock.release();

@@ -50,6 +50,15 @@ export function toMessageIn(msg: FetchMessageObject, gmail: boolean): MessageIn 
   };
 }
 
+/**
+ * Whether a FETCH response carries the message's source. A server may leave BODY[] out (or answer it
+ * oddly) for a message expunged while it was being read: such a response is never relayed as a
+ * message (it would become an empty email, or a source the Worker cannot decode).
+ */
+export function hasSource(msg: FetchMessageObject): msg is FetchMessageObject & { source: Buffer } {
+  return Buffer.isBuffer(msg.source);
+}
+
 /** Stores a large source with the Worker under its SHA-256 before the change that names it. */
 export type StageSource = (sha256: string, source: Buffer) => Promise<void>;
 

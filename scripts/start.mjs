@@ -118,8 +118,9 @@ const worker = spawn(
 );
 children.push(worker);
 
-const gatewayEntry = join(root, 'gateway', 'main.ts');
-if (existsSync(gatewayEntry) && process.env.START_GATEWAY !== '0') {
+// scripts/gateway.mjs bundles gateway/main.ts and runs the bundle (as `npm run gateway` does).
+const gatewayEntry = join(root, 'scripts', 'gateway.mjs');
+if (existsSync(join(root, 'gateway', 'main.ts')) && process.env.START_GATEWAY !== '0') {
   // The gateway gets this process's environment (NODE_EXTRA_CA_CERTS, GATEWAY_ID, …) plus where the Worker is.
   // A small young generation: idle accounts' short-lived buffers are freed at once (README "Configuration").
   const gateway = spawn(process.execPath, ['--max-semi-space-size=1', gatewayEntry], {

@@ -4,12 +4,15 @@
  * no account (base), the RSS each idle account adds, and the IMAP connections per account as
  * Dovecot counts them (`doveadm who`). Nothing asserted: issue 16's goal is <= 150 KB per account,
  * base <= 80 MB, <= 2 IMAP connections per account. BENCH_MEMORY_GATEWAY_ENV (JSON) adds environment
- * to the gateway's, e.g. '{"NODE_OPTIONS":""}' for V8's default young generation.
+ * to the gateway's, e.g. '{"NODE_OPTIONS":"--max-semi-space-size=16"}' for a larger young generation.
+ * The gateway runs the way operators run it (`npm run gateway`: scripts/gateway.mjs, the bundle);
+ * BENCH_MEMORY_ENTRY=gateway/main.ts measures the .ts sources instead (what the tests run).
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { DEFAULT_USERS, startMailServer, type MailServer } from '../mailserver/mailserver.ts';
 import { connectMailbox } from '../node/connect.ts';
-import { eventually, startService, type GatewayProcess, type Service } from '../node/service.ts';
+import { eventually, startService, type Service } from '../node/service.ts';
 
 const ACCOUNTS = Number(process.env.BENCH_MEMORY_ACCOUNTS ?? 1_000);
 /** Accounts connected at once (each connect verifies the mailbox over IMAP and SMTP first). */
@@ -19,14 +22,14 @@ const SETTLE_MS = Number(process.env.BENCH_MEMORY_SETTLE_MS ?? 45_000);
 
 const MiB = 1024 * 1024;
 
-function rssOf(gateway: GatewayProcess): number {
-  const status = readFileSync(`/proc/${gateway.child.pid}/status`, 'utf8');
+function rssOf(gateway: ChildProcess): number {
+  const status = readFileSync(`/proc/${gateway.pid}/status`, 'utf8');
   const kb = Number(/VmRSS:\s+(\d+)\s+kB/.exec(status)?.[1] ?? Number.NaN);
   return kb * 1024;
 }
 
 /** RSS samples over `ms`: the median (a GC may run in between). */
-async function steadyRss(gateway: GatewayProcess, ms: number): Promise<number> {
+async function steadyRss(gateway: ChildProcess, ms: number): Promise<number> {
   const samples: number[] = [];
   for (const end = Date.now() + ms; Date.now() < end; ) {
     samples.push(rssOf(gateway));
@@ -53,17 +56,33 @@ export async function run(): Promise<void> {
     maxImapConnections: ACCOUNTS * 3 + 200,
   });
   let service: Service | undefined;
+  let stopGateway: (() => Promise<unknown>) | undefined;
   try {
     service = await startService();
-    // The V8 setting `npm run gateway` and `npm start` launch the gateway with (README "Configuration").
-    const nodeOptions = ['--max-semi-space-size=1'];
-    if (process.env.BENCH_MEMORY_SNAPSHOT === '1') nodeOptions.push('--heapsnapshot-signal=SIGUSR2');
-    const gateway = service.startGateway('bench-memory', {
-      NODE_EXTRA_CA_CERTS: mail.caFile,
-      NODE_OPTIONS: nodeOptions.join(' '),
-      // To compare runtime settings (e.g. V8's --max-semi-space-size, glibc's MALLOC_ARENA_MAX).
-      ...(process.env.BENCH_MEMORY_GATEWAY_ENV && JSON.parse(process.env.BENCH_MEMORY_GATEWAY_ENV)),
+    // `npm run gateway`'s command line (package.json), V8 flag included (README "Configuration").
+    const entry = process.env.BENCH_MEMORY_ENTRY ?? 'scripts/gateway.mjs';
+    const flags = ['--max-semi-space-size=1'];
+    if (process.env.BENCH_MEMORY_SNAPSHOT === '1') flags.push('--heapsnapshot-signal=SIGUSR2');
+    const gateway = spawn(process.execPath, [...flags, entry], {
+      env: {
+        ...process.env,
+        WORKER_URL: service.base,
+        GATEWAY_SECRET: service.gatewaySecret,
+        GATEWAY_ID: 'bench-memory',
+        NODE_EXTRA_CA_CERTS: mail.caFile,
+        // To compare runtime settings (e.g. V8's --max-semi-space-size, glibc's MALLOC_ARENA_MAX).
+        ...(process.env.BENCH_MEMORY_GATEWAY_ENV && JSON.parse(process.env.BENCH_MEMORY_GATEWAY_ENV)),
+      },
+      stdio: ['ignore', 'ignore', 'inherit'],
     });
+    stopGateway = () => {
+      gateway.kill('SIGTERM');
+      return new Promise((r) => (gateway.exitCode !== null ? r(undefined) : gateway.once('exit', () => r(undefined))));
+    };
+    // Before any verify: nodemailer is not loaded yet (it is on the first verify or send).
+    await new Promise((r) => setTimeout(r, 5_000));
+    const start = await steadyRss(gateway, 5_000);
+    console.log(`gateway ${entry}: RSS at start ${(start / MiB).toFixed(1)} MiB`);
     // The gateway is up once it takes an account: connect one user that is not measured, then drop it.
     const probe = await connectMailbox(service, mail.info(), 'alice');
     await service.api('DELETE', `/accounts/${probe.id}`);
@@ -73,7 +92,7 @@ export async function run(): Promise<void> {
       intervalMs: 500,
     });
     const base = await steadyRss(gateway, 10_000);
-    console.log(`base RSS (no account): ${(base / MiB).toFixed(1)} MiB`);
+    console.log(`base RSS (no account, after one verify): ${(base / MiB).toFixed(1)} MiB`);
 
     const t0 = performance.now();
     let next = 0;
@@ -100,13 +119,14 @@ export async function run(): Promise<void> {
     console.log(`RSS per idle account: ${(perAccount / 1024).toFixed(1)} KiB`);
     if (process.env.BENCH_MEMORY_SNAPSHOT === '1') {
       // The gateway was started with --heapsnapshot-signal: its heap goes to a file in its working directory.
-      gateway.child.kill('SIGUSR2');
+      gateway.kill('SIGUSR2');
       await new Promise((r) => setTimeout(r, 20_000));
     }
     console.log(
       `IMAP connections per account (doveadm who): mean ${(total / ACCOUNTS).toFixed(2)}, max ${Math.max(...counts)}, min ${Math.min(...counts)}`,
     );
   } finally {
+    await stopGateway?.();
     await service?.stop();
     await mail.stop();
   }

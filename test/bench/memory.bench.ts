@@ -17,7 +17,12 @@ import { eventually, startService, type Service } from '../node/service.ts';
 const ACCOUNTS = Number(process.env.BENCH_MEMORY_ACCOUNTS ?? 1_000);
 /** Accounts connected at once (each connect verifies the mailbox over IMAP and SMTP first). */
 const CONNECT_CONCURRENCY = 8;
-/** Idle time before the measurement: a few poll intervals (15 s by default). */
+/**
+ * After the connects, the gateway closes each account's command connection once it has been unused
+ * for GATEWAY_COMMAND_IDLE_MS (30 s by default): the measurement starts after that.
+ */
+const COMMAND_IDLE_MS = Number(process.env.GATEWAY_COMMAND_IDLE_MS ?? 30_000);
+/** Idle time the measurement spans: a few poll intervals (15 s by default). */
 const SETTLE_MS = Number(process.env.BENCH_MEMORY_SETTLE_MS ?? 45_000);
 
 const MiB = 1024 * 1024;
@@ -69,6 +74,7 @@ export async function run(): Promise<void> {
         WORKER_URL: service.base,
         GATEWAY_SECRET: service.gatewaySecret,
         GATEWAY_ID: 'bench-memory',
+        GATEWAY_LOG_LEVEL: 'warn',
         NODE_EXTRA_CA_CERTS: mail.caFile,
         // To compare runtime settings (e.g. V8's --max-semi-space-size, glibc's MALLOC_ARENA_MAX).
         ...(process.env.BENCH_MEMORY_GATEWAY_ENV && JSON.parse(process.env.BENCH_MEMORY_GATEWAY_ENV)),
@@ -110,6 +116,7 @@ export async function run(): Promise<void> {
       { what: `${ACCOUNTS} running accounts`, timeoutMs: 600_000, intervalMs: 1000 },
     );
     console.log(`connected ${ACCOUNTS} accounts in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+    await new Promise((r) => setTimeout(r, COMMAND_IDLE_MS + 5_000));
 
     const rss = await steadyRss(gateway, SETTLE_MS);
     const perAccount = (rss - base) / ACCOUNTS;

@@ -10,6 +10,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { gatewayCommand } from '../../scripts/gateway-command.mjs';
 import { DEFAULT_USERS, startMailServer, type MailServer } from '../mailserver/mailserver.ts';
 import { connectMailbox } from '../node/connect.ts';
 import { eventually, startService, type Service } from '../node/service.ts';
@@ -64,9 +65,14 @@ export async function run(): Promise<void> {
   let stopGateway: (() => Promise<unknown>) | undefined;
   try {
     service = await startService();
-    // `npm run gateway`'s command line (package.json), V8 flag included (README "Configuration").
-    const entry = process.env.BENCH_MEMORY_ENTRY ?? 'scripts/gateway.mjs';
-    const flags = ['--max-semi-space-size=1'];
+    // `npm run gateway`'s command line (package.json: malloc settings, V8 flags; README "Configuration").
+    const command = gatewayCommand(process.cwd());
+    const entry = process.env.BENCH_MEMORY_ENTRY ?? command.args.at(-1)!;
+    const flags = [
+      ...command.args.slice(0, -1),
+      // More V8/Node flags to compare (some are refused in NODE_OPTIONS).
+      ...(process.env.BENCH_MEMORY_NODE_FLAGS?.split(' ').filter(Boolean) ?? []),
+    ];
     if (process.env.BENCH_MEMORY_SNAPSHOT === '1') flags.push('--heapsnapshot-signal=SIGUSR2');
     const gateway = spawn(process.execPath, [...flags, entry], {
       env: {
@@ -88,7 +94,11 @@ export async function run(): Promise<void> {
     // Before any verify: nodemailer is not loaded yet (it is on the first verify or send).
     await new Promise((r) => setTimeout(r, 5_000));
     const start = await steadyRss(gateway, 5_000);
-    console.log(`gateway ${entry}: RSS at start ${(start / MiB).toFixed(1)} MiB`);
+    console.log(
+      `gateway ${Object.entries(command.env)
+        .map(([k, v]) => `${k}=${v} `)
+        .join('')}node ${[...flags, entry].join(' ')}: RSS at start ${(start / MiB).toFixed(1)} MiB`,
+    );
     // The gateway is up once it takes an account: connect one user that is not measured, then drop it.
     const probe = await connectMailbox(service, mail.info(), 'alice');
     await service.api('DELETE', `/accounts/${probe.id}`);

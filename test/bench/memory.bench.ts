@@ -4,29 +4,38 @@
  * no account (base), the RSS each idle account adds, and the IMAP connections per account as
  * Dovecot counts them (`doveadm who`). Nothing asserted: issue 16's goal is <= 150 KB per account,
  * base <= 80 MB, <= 2 IMAP connections per account. BENCH_MEMORY_GATEWAY_ENV (JSON) adds environment
- * to the gateway's, e.g. '{"NODE_OPTIONS":""}' for V8's default young generation.
+ * to the gateway's, e.g. '{"NODE_OPTIONS":"--max-semi-space-size=16"}' for a larger young generation.
+ * The gateway runs the way operators run it (`npm run gateway`: scripts/gateway.mjs, the bundle);
+ * BENCH_MEMORY_ENTRY=gateway/main.ts measures the .ts sources instead (what the tests run).
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { gatewayCommand } from '../../scripts/gateway-command.mjs';
 import { DEFAULT_USERS, startMailServer, type MailServer } from '../mailserver/mailserver.ts';
 import { connectMailbox } from '../node/connect.ts';
-import { eventually, startService, type GatewayProcess, type Service } from '../node/service.ts';
+import { eventually, startService, type Service } from '../node/service.ts';
 
 const ACCOUNTS = Number(process.env.BENCH_MEMORY_ACCOUNTS ?? 1_000);
 /** Accounts connected at once (each connect verifies the mailbox over IMAP and SMTP first). */
 const CONNECT_CONCURRENCY = 8;
-/** Idle time before the measurement: a few poll intervals (15 s by default). */
+/**
+ * After the connects, the gateway closes each account's command connection once it has been unused
+ * for GATEWAY_COMMAND_IDLE_MS (30 s by default): the measurement starts after that.
+ */
+const COMMAND_IDLE_MS = Number(process.env.GATEWAY_COMMAND_IDLE_MS ?? 30_000);
+/** Idle time the measurement spans: a few poll intervals (15 s by default). */
 const SETTLE_MS = Number(process.env.BENCH_MEMORY_SETTLE_MS ?? 45_000);
 
 const MiB = 1024 * 1024;
 
-function rssOf(gateway: GatewayProcess): number {
-  const status = readFileSync(`/proc/${gateway.child.pid}/status`, 'utf8');
+function rssOf(gateway: ChildProcess): number {
+  const status = readFileSync(`/proc/${gateway.pid}/status`, 'utf8');
   const kb = Number(/VmRSS:\s+(\d+)\s+kB/.exec(status)?.[1] ?? Number.NaN);
   return kb * 1024;
 }
 
 /** RSS samples over `ms`: the median (a GC may run in between). */
-async function steadyRss(gateway: GatewayProcess, ms: number): Promise<number> {
+async function steadyRss(gateway: ChildProcess, ms: number): Promise<number> {
   const samples: number[] = [];
   for (const end = Date.now() + ms; Date.now() < end; ) {
     samples.push(rssOf(gateway));
@@ -53,17 +62,43 @@ export async function run(): Promise<void> {
     maxImapConnections: ACCOUNTS * 3 + 200,
   });
   let service: Service | undefined;
+  let stopGateway: (() => Promise<unknown>) | undefined;
   try {
     service = await startService();
-    // The V8 setting `npm run gateway` and `npm start` launch the gateway with (README "Configuration").
-    const nodeOptions = ['--max-semi-space-size=1'];
-    if (process.env.BENCH_MEMORY_SNAPSHOT === '1') nodeOptions.push('--heapsnapshot-signal=SIGUSR2');
-    const gateway = service.startGateway('bench-memory', {
-      NODE_EXTRA_CA_CERTS: mail.caFile,
-      NODE_OPTIONS: nodeOptions.join(' '),
-      // To compare runtime settings (e.g. V8's --max-semi-space-size, glibc's MALLOC_ARENA_MAX).
-      ...(process.env.BENCH_MEMORY_GATEWAY_ENV && JSON.parse(process.env.BENCH_MEMORY_GATEWAY_ENV)),
+    // `npm run gateway`'s command line (package.json: malloc settings, V8 flags; README "Configuration").
+    const command = gatewayCommand(process.cwd());
+    const entry = process.env.BENCH_MEMORY_ENTRY ?? command.args.at(-1)!;
+    const flags = [
+      ...command.args.slice(0, -1),
+      // More V8/Node flags to compare (some are refused in NODE_OPTIONS).
+      ...(process.env.BENCH_MEMORY_NODE_FLAGS?.split(' ').filter(Boolean) ?? []),
+    ];
+    if (process.env.BENCH_MEMORY_SNAPSHOT === '1') flags.push('--heapsnapshot-signal=SIGUSR2');
+    const gateway = spawn(process.execPath, [...flags, entry], {
+      env: {
+        ...process.env,
+        WORKER_URL: service.base,
+        GATEWAY_SECRET: service.gatewaySecret,
+        GATEWAY_ID: 'bench-memory',
+        GATEWAY_LOG_LEVEL: 'warn',
+        NODE_EXTRA_CA_CERTS: mail.caFile,
+        // To compare runtime settings (e.g. V8's --max-semi-space-size, glibc's MALLOC_ARENA_MAX).
+        ...(process.env.BENCH_MEMORY_GATEWAY_ENV && JSON.parse(process.env.BENCH_MEMORY_GATEWAY_ENV)),
+      },
+      stdio: ['ignore', 'ignore', 'inherit'],
     });
+    stopGateway = () => {
+      gateway.kill('SIGTERM');
+      return new Promise((r) => (gateway.exitCode !== null ? r(undefined) : gateway.once('exit', () => r(undefined))));
+    };
+    // Before any verify: nodemailer is not loaded yet (it is on the first verify or send).
+    await new Promise((r) => setTimeout(r, 5_000));
+    const start = await steadyRss(gateway, 5_000);
+    console.log(
+      `gateway ${Object.entries(command.env)
+        .map(([k, v]) => `${k}=${v} `)
+        .join('')}node ${[...flags, entry].join(' ')}: RSS at start ${(start / MiB).toFixed(1)} MiB`,
+    );
     // The gateway is up once it takes an account: connect one user that is not measured, then drop it.
     const probe = await connectMailbox(service, mail.info(), 'alice');
     await service.api('DELETE', `/accounts/${probe.id}`);
@@ -73,7 +108,7 @@ export async function run(): Promise<void> {
       intervalMs: 500,
     });
     const base = await steadyRss(gateway, 10_000);
-    console.log(`base RSS (no account): ${(base / MiB).toFixed(1)} MiB`);
+    console.log(`base RSS (no account, after one verify): ${(base / MiB).toFixed(1)} MiB`);
 
     const t0 = performance.now();
     let next = 0;
@@ -91,6 +126,7 @@ export async function run(): Promise<void> {
       { what: `${ACCOUNTS} running accounts`, timeoutMs: 600_000, intervalMs: 1000 },
     );
     console.log(`connected ${ACCOUNTS} accounts in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+    await new Promise((r) => setTimeout(r, COMMAND_IDLE_MS + 5_000));
 
     const rss = await steadyRss(gateway, SETTLE_MS);
     const perAccount = (rss - base) / ACCOUNTS;
@@ -100,13 +136,14 @@ export async function run(): Promise<void> {
     console.log(`RSS per idle account: ${(perAccount / 1024).toFixed(1)} KiB`);
     if (process.env.BENCH_MEMORY_SNAPSHOT === '1') {
       // The gateway was started with --heapsnapshot-signal: its heap goes to a file in its working directory.
-      gateway.child.kill('SIGUSR2');
+      gateway.kill('SIGUSR2');
       await new Promise((r) => setTimeout(r, 20_000));
     }
     console.log(
       `IMAP connections per account (doveadm who): mean ${(total / ACCOUNTS).toFixed(2)}, max ${Math.max(...counts)}, min ${Math.min(...counts)}`,
     );
   } finally {
+    await stopGateway?.();
     await service?.stop();
     await mail.stop();
   }

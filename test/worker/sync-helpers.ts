@@ -7,6 +7,7 @@ import { newId } from '../../worker/lib/ids.ts';
 import { accountObject } from '../../worker/durable/account-stub.ts';
 import { signRequest, GATEWAY_SIGNATURE_HEADER } from '../../common/signing.ts';
 import { exports } from 'cloudflare:workers';
+import { api } from './helpers.ts';
 
 export const GATEWAY_SECRET = 'test-gateway-secret';
 
@@ -144,3 +145,14 @@ export async function endOrphanGrace(stub: DurableObjectStub): Promise<void> {
   ).run();
   await runDurableObjectAlarm(stub);
 }
+
+/** A synced account whose lease `gateway` holds. */
+export async function leased(gateway = 'gw-1') {
+  const account = await createSyncedAccount();
+  const lease = await account.stub.acquireLease(gateway);
+  if (!lease.granted) throw new Error(`lease refused to ${gateway}`);
+  return { ...account, gateway };
+}
+
+/** GET /emails with a query string: the response body. */
+export const list = async (query: string) => (await api('GET', `/emails?${query}`)).body;

@@ -1,0 +1,244 @@
+// How the account object keeps folders and email ids through what a server does to folders:
+// renames (onto a deleted folder's path, with a new UIDVALIDITY), resets, snapshots, deletions.
+import { runInDurableObject } from 'cloudflare:test';
+import { env } from 'cloudflare:workers';
+import { describe, expect, it } from 'vitest';
+import { api } from './helpers.ts';
+import {
+  createSyncedAccount,
+  endOrphanGrace,
+  folder,
+  leased,
+  list,
+  messageIn,
+  outbox,
+  rawMessage,
+  STANDARD_FOLDERS,
+} from './sync-helpers.ts';
+
+describe('folder identity', () => {
+  it('follows a rename onto a path whose folder was just deleted, and a rename whose old path was reused at once', async () => {
+    const base = [folder('INBOX', null, 1, 10), folder('Old', null, 1, 20), folder('Trips', null, 1, 30)];
+    const account = await createSyncedAccount(undefined, base);
+    expect((await account.stub.acquireLease('gw-1')).granted).toBe(true);
+    const apply = (changes: Parameters<typeof account.stub.applyChanges>[1]) =>
+      account.stub.applyChanges('gw-1', changes);
+    await apply([
+      { type: 'messages', path: 'Old', uidvalidity: 20, messages: [messageIn(1, rawMessage({ subject: 'kept 1' }))] },
+      { type: 'messages', path: 'Old', uidvalidity: 20, messages: [messageIn(2, rawMessage({ subject: 'kept 2' }))] },
+    ]);
+    const folders = async () =>
+      Object.fromEntries(
+        ((await api('GET', `/folders?account_id=${account.id}`)).body.data as any[]).map((f) => [f.provider_id, f.id]),
+      );
+    const before = await folders();
+    const emails = async () =>
+      ((await list(`account_id=${account.id}`)).data as any[]).map((e) => [e.subject, e.id, e.folder_ids]).sort();
+    const mail = await emails();
+    await apply([{ type: 'folders', folders: [base[0]!, folder('Old', null, 3, 20), base[2]!] }]);
+
+    // Trips deleted, then Old renamed to Trips, both between two listings: Trips carries Old's UIDVALIDITY.
+    await apply([
+      { type: 'folders', folders: [base[0]!, folder('Trips', null, 3, 20)] },
+      { type: 'cursor', path: 'Trips', uidvalidity: 20, last_uid: 2, highest_modseq: '1' },
+    ]);
+    let now = await folders();
+    expect(now).toEqual({ INBOX: before.INBOX, Trips: before.Old });
+    expect(await emails()).toEqual(mail.map(([s, id]) => [s, id, [before.Old]]));
+
+    // Trips renamed to Later and a new Trips created at once: one listing shows both.
+    await apply([
+      { type: 'folders', folders: [base[0]!, folder('Trips', null, 1, 40), folder('Later', null, 3, 20)] },
+      { type: 'cursor', path: 'Trips', uidvalidity: 40, last_uid: 0, highest_modseq: '1' },
+    ]);
+    now = await folders();
+    expect(now.Later).toBe(before.Old);
+    expect(now.Trips).toBeTruthy();
+    expect(now.Trips).not.toBe(before.Old);
+    expect(await emails()).toEqual(mail.map(([s, id]) => [s, id, [before.Old]]));
+    const stale = await env.DB.prepare('SELECT COUNT(*) AS n FROM email_folders WHERE account_id = ? AND uid < 0')
+      .bind(account.id)
+      .first<{ n: number }>();
+    expect(stale!.n).toBe(0);
+    const types = (await outbox(account.id)).map((e) => e.type);
+    expect(types.filter((t) => t.startsWith('email.') && !t.startsWith('email.folder'))).toEqual([
+      'email.new',
+      'email.new',
+    ]);
+    expect(types.filter((t) => t === 'email.folder.delete')).toHaveLength(1);
+    expect(types.filter((t) => t === 'email.folder.create')).toHaveLength(1);
+  });
+
+  it('follows a rename that also renumbers the folder (Courier): same folder id, same email ids', async () => {
+    const base = [folder('INBOX', null, 1, 10), folder('Reports', null, 1, 50)];
+    const account = await createSyncedAccount(undefined, base);
+    expect((await account.stub.acquireLease('gw-1')).granted).toBe(true);
+    const apply = (changes: Parameters<typeof account.stub.applyChanges>[1]) =>
+      account.stub.applyChanges('gw-1', changes);
+    const raw = rawMessage({ subject: 'report' });
+    await apply([
+      { type: 'messages', path: 'Reports', uidvalidity: 50, messages: [messageIn(1, raw)] },
+      { type: 'folders', folders: [base[0]!, folder('Reports', null, 2, 50)] },
+    ]);
+    const folderIds = async () =>
+      Object.fromEntries(
+        ((await api('GET', `/folders?account_id=${account.id}`)).body.data as any[]).map((f) => [f.provider_id, f.id]),
+      );
+    const before = await folderIds();
+    const [email] = (await list(`account_id=${account.id}`)).data;
+    const eventsBefore = (await outbox(account.id)).length;
+
+    await apply([
+      { type: 'folders', folders: [base[0]!, folder('Reports 2026', null, 2, 51)] },
+      { type: 'messages', path: 'Reports 2026', uidvalidity: 51, messages: [messageIn(1, raw)] },
+      { type: 'cursor', path: 'Reports 2026', uidvalidity: 51, last_uid: 1, highest_modseq: '1' },
+    ]);
+    await endOrphanGrace(account.stub);
+    expect(await folderIds()).toEqual({ INBOX: before.INBOX, 'Reports 2026': before.Reports });
+    expect((await list(`account_id=${account.id}`)).data).toMatchObject([
+      { id: email.id, folder_ids: [before.Reports] },
+    ]);
+    const types = (await outbox(account.id)).slice(eventsBefore).map((e) => e.type);
+    expect(types).toEqual(['email.folder.update']);
+  });
+
+  it('takes a reset to the UIDVALIDITY of a deleted folder for a reset, not for a rename onto the path', async () => {
+    const base = [folder('INBOX', null, 1, 10), folder('Old', null, 1, 20), folder('Drafts', '\\Drafts', 1, 30)];
+    const account = await createSyncedAccount(undefined, base);
+    expect((await account.stub.acquireLease('gw-1')).granted).toBe(true);
+    const apply = (changes: Parameters<typeof account.stub.applyChanges>[1]) =>
+      account.stub.applyChanges('gw-1', changes);
+    const drafts = [1, 2].map((i) => rawMessage({ subject: `draft ${i}` }));
+    await apply([
+      { type: 'messages', path: 'Old', uidvalidity: 20, messages: [messageIn(1, rawMessage({ subject: 'old' }))] },
+      { type: 'messages', path: 'Drafts', uidvalidity: 30, messages: drafts.map((r, i) => messageIn(i + 1, r)) },
+      { type: 'folders', folders: [base[0]!, folder('Old', null, 2, 20), folder('Drafts', '\\Drafts', 3, 30)] },
+    ]);
+    const ids = async () =>
+      Object.fromEntries(((await list(`account_id=${account.id}`)).data as any[]).map((e) => [e.subject, e.id]));
+    const before = await ids();
+    const folderIds = async () =>
+      Object.fromEntries(
+        ((await api('GET', `/folders?account_id=${account.id}`)).body.data as any[]).map((f) => [f.provider_id, f.id]),
+      );
+    const draftsId = (await folderIds()).Drafts;
+
+    // Old deleted and Drafts renumbered to the value Old had, between two listings; Drafts is read again.
+    await apply([
+      { type: 'folders', folders: [base[0]!, folder('Drafts', '\\Drafts', 3, 20)] },
+      { type: 'messages', path: 'Drafts', uidvalidity: 20, messages: drafts.map((r, i) => messageIn(i + 1, r)) },
+      { type: 'cursor', path: 'Drafts', uidvalidity: 20, last_uid: 2, highest_modseq: '1' },
+      { type: 'folders', folders: [base[0]!, folder('Drafts', '\\Drafts', 3, 20)] },
+    ]);
+    await endOrphanGrace(account.stub);
+    expect((await folderIds()).Drafts).toBe(draftsId);
+    expect(await ids()).toEqual({ 'draft 1': before['draft 1'], 'draft 2': before['draft 2'] });
+    const deleted = (await outbox(account.id)).filter((e) => e.type === 'email.delete');
+    expect(deleted.map((e: any) => e.data.id)).toEqual([before.old]);
+  });
+
+  it('takes a folder renamed onto the path of one deleted a listing earlier for that rename', async () => {
+    const base = [folder('INBOX', null, 1, 10), folder('Receipts', null, 3, 40), folder('Projects', null, 3, 50)];
+    const account = await createSyncedAccount(undefined, base);
+    expect((await account.stub.acquireLease('gw-1')).granted).toBe(true);
+    const apply = (changes: Parameters<typeof account.stub.applyChanges>[1]) =>
+      account.stub.applyChanges('gw-1', changes);
+    const receipts = [1, 2].map((i) => rawMessage({ subject: `receipt ${i}` }));
+    const projects = [1, 2].map((i) => rawMessage({ subject: `project ${i}` }));
+    await apply([
+      { type: 'messages', path: 'Receipts', uidvalidity: 40, messages: receipts.map((r, i) => messageIn(i + 3, r)) },
+      { type: 'messages', path: 'Projects', uidvalidity: 50, messages: projects.map((r, i) => messageIn(i + 3, r)) },
+      { type: 'folders', folders: [base[0]!, folder('Receipts', null, 5, 40), folder('Projects', null, 5, 50)] },
+    ]);
+    const ids = async () =>
+      Object.fromEntries(((await list(`account_id=${account.id}`)).data as any[]).map((e) => [e.subject, e.id]));
+    const before = await ids();
+    const folderIds = async () =>
+      Object.fromEntries(
+        ((await api('GET', `/folders?account_id=${account.id}`)).body.data as any[]).map((f) => [f.provider_id, f.id]),
+      );
+    const projectsId = (await folderIds()).Projects;
+
+    // Receipts deleted (one listing lacks it), then Projects renamed to Receipts: the path comes back
+    // with Projects' UIDVALIDITY and as many messages as both had. It is Projects, not Receipts reset.
+    const applied = await apply([
+      { type: 'folders', folders: [base[0]!, folder('Projects', null, 5, 50)] },
+      { type: 'folders', folders: [base[0]!, folder('Receipts', null, 5, 50)] },
+    ]);
+    expect(await folderIds()).toEqual({ INBOX: expect.any(String), Receipts: projectsId });
+    // Known mail of the renamed folder is not read again, and an expunge in it is heard.
+    const cursor = applied.ok ? applied.value.find((c) => c.path === 'Receipts') : null;
+    expect(cursor).toMatchObject({ uidvalidity: 50, last_uid: 4 });
+    await apply([{ type: 'vanished', path: 'Receipts', uidvalidity: 50, uids: [4] }]);
+    await endOrphanGrace(account.stub);
+    expect(await ids()).toEqual({ 'project 1': before['project 1'] });
+  });
+
+  it('reconciles a snapshot and survives a UIDVALIDITY change without changing ids', async () => {
+    const account = await leased();
+    const raws = [1, 2, 3].map((i) => rawMessage({ subject: `m${i}` }));
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: raws.map((r, i) => messageIn(i + 1, r)) },
+    ]);
+    const before = Object.fromEntries((await list(`account_id=${account.id}`)).data.map((e: any) => [e.subject, e.id]));
+
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'snapshot', path: 'INBOX', uidvalidity: 1, uids: [1, 3] },
+    ]);
+    await endOrphanGrace(account.stub);
+    expect((await list(`account_id=${account.id}`)).data.map((e: any) => e.subject).sort()).toEqual(['m1', 'm3']);
+
+    const renumbered = STANDARD_FOLDERS().map((f) => (f.path === 'INBOX' ? folder('INBOX', null, 3, 99) : f));
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'folders', folders: renumbered },
+      { type: 'messages', path: 'INBOX', uidvalidity: 99, messages: [messageIn(1, raws[0]!), messageIn(2, raws[2]!)] },
+      { type: 'cursor', path: 'INBOX', uidvalidity: 99, last_uid: 2, highest_modseq: '5' },
+    ]);
+    await endOrphanGrace(account.stub);
+    const after = Object.fromEntries((await list(`account_id=${account.id}`)).data.map((e: any) => [e.subject, e.id]));
+    expect(after).toEqual({ m1: before.m1, m3: before.m3 });
+    expect((await account.stub.cursors()).find((c) => c.path === 'INBOX')).toMatchObject({
+      uidvalidity: 99,
+      last_uid: 2,
+    });
+  });
+
+  it('re-reads a renumbered folder without mail from before the connect, but with mail of the connect second', async () => {
+    const account = await leased();
+    const connectedAt = Number(
+      await runInDurableObject(
+        account.stub,
+        (_instance, state) =>
+          state.storage.sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'connected_at_ms'").one().value,
+      ),
+    );
+    const second = Math.floor(connectedAt / 1000) * 1000;
+    const at = (ms: number, uid: number, subject: string) => ({
+      ...messageIn(uid, rawMessage({ subject })),
+      internal_date: new Date(ms).toISOString(),
+    });
+    const renumbered = STANDARD_FOLDERS().map((f) => (f.path === 'INBOX' ? folder('INBOX', null, 3, 77) : f));
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'folders', folders: renumbered },
+      {
+        type: 'messages',
+        path: 'INBOX',
+        uidvalidity: 77,
+        // INTERNALDATE has whole seconds: the second message may have arrived just after the connect.
+        messages: [at(second - 1000, 1, 'before'), at(second, 2, 'connect second')],
+      },
+      { type: 'cursor', path: 'INBOX', uidvalidity: 77, last_uid: 2, highest_modseq: '5' },
+    ]);
+    expect((await list(`account_id=${account.id}`)).data.map((e: any) => e.subject)).toEqual(['connect second']);
+  });
+
+  it('reports folder changes with events; a folder is deleted once a second listing confirms it', async () => {
+    const account = await leased();
+    const listing = [...STANDARD_FOLDERS().filter((f) => f.path !== 'Projects/2026'), folder('Receipts', null)];
+    await account.stub.applyChanges(account.gateway, [{ type: 'folders', folders: listing }]);
+    expect((await outbox(account.id)).map((e) => e.type)).toEqual(['email.folder.create']);
+    await account.stub.applyChanges(account.gateway, [{ type: 'folders', folders: listing }]);
+    const types = (await outbox(account.id)).map((e) => e.type).sort();
+    expect(types).toEqual(['email.folder.create', 'email.folder.delete']);
+  });
+});

@@ -16,6 +16,16 @@ import {
   STANDARD_FOLDERS,
 } from './sync-helpers.ts';
 
+/** The account's email ids by subject (each test message has its own subject). */
+const emailIdsBySubject = async (accountId: string) =>
+  Object.fromEntries(((await list(`account_id=${accountId}`)).data as any[]).map((e) => [e.subject, e.id]));
+
+/** The account's folder ids by server path. */
+const folderIdsByPath = async (accountId: string) =>
+  Object.fromEntries(
+    ((await api('GET', `/folders?account_id=${accountId}`)).body.data as any[]).map((f) => [f.provider_id, f.id]),
+  );
+
 describe('folder identity', () => {
   it('follows a rename onto a path whose folder was just deleted, and a rename whose old path was reused at once', async () => {
     const base = [folder('INBOX', null, 1, 10), folder('Old', null, 1, 20), folder('Trips', null, 1, 30)];
@@ -80,11 +90,7 @@ describe('folder identity', () => {
       { type: 'messages', path: 'Reports', uidvalidity: 50, messages: [messageIn(1, raw)] },
       { type: 'folders', folders: [base[0]!, folder('Reports', null, 2, 50)] },
     ]);
-    const folderIds = async () =>
-      Object.fromEntries(
-        ((await api('GET', `/folders?account_id=${account.id}`)).body.data as any[]).map((f) => [f.provider_id, f.id]),
-      );
-    const before = await folderIds();
+    const before = await folderIdsByPath(account.id);
     const [email] = (await list(`account_id=${account.id}`)).data;
     const eventsBefore = (await outbox(account.id)).length;
 
@@ -94,7 +100,7 @@ describe('folder identity', () => {
       { type: 'cursor', path: 'Reports 2026', uidvalidity: 51, last_uid: 1, highest_modseq: '1' },
     ]);
     await endOrphanGrace(account.stub);
-    expect(await folderIds()).toEqual({ INBOX: before.INBOX, 'Reports 2026': before.Reports });
+    expect(await folderIdsByPath(account.id)).toEqual({ INBOX: before.INBOX, 'Reports 2026': before.Reports });
     expect((await list(`account_id=${account.id}`)).data).toMatchObject([
       { id: email.id, folder_ids: [before.Reports] },
     ]);
@@ -114,14 +120,8 @@ describe('folder identity', () => {
       { type: 'messages', path: 'Drafts', uidvalidity: 30, messages: drafts.map((r, i) => messageIn(i + 1, r)) },
       { type: 'folders', folders: [base[0]!, folder('Old', null, 2, 20), folder('Drafts', '\\Drafts', 3, 30)] },
     ]);
-    const ids = async () =>
-      Object.fromEntries(((await list(`account_id=${account.id}`)).data as any[]).map((e) => [e.subject, e.id]));
-    const before = await ids();
-    const folderIds = async () =>
-      Object.fromEntries(
-        ((await api('GET', `/folders?account_id=${account.id}`)).body.data as any[]).map((f) => [f.provider_id, f.id]),
-      );
-    const draftsId = (await folderIds()).Drafts;
+    const before = await emailIdsBySubject(account.id);
+    const draftsId = (await folderIdsByPath(account.id)).Drafts;
 
     // Old deleted and Drafts renumbered to the value Old had, between two listings; Drafts is read again.
     await apply([
@@ -131,8 +131,8 @@ describe('folder identity', () => {
       { type: 'folders', folders: [base[0]!, folder('Drafts', '\\Drafts', 3, 20)] },
     ]);
     await endOrphanGrace(account.stub);
-    expect((await folderIds()).Drafts).toBe(draftsId);
-    expect(await ids()).toEqual({ 'draft 1': before['draft 1'], 'draft 2': before['draft 2'] });
+    expect((await folderIdsByPath(account.id)).Drafts).toBe(draftsId);
+    expect(await emailIdsBySubject(account.id)).toEqual({ 'draft 1': before['draft 1'], 'draft 2': before['draft 2'] });
     const deleted = (await outbox(account.id)).filter((e) => e.type === 'email.delete');
     expect(deleted.map((e: any) => e.data.id)).toEqual([before.old]);
   });
@@ -150,14 +150,8 @@ describe('folder identity', () => {
       { type: 'messages', path: 'Projects', uidvalidity: 50, messages: projects.map((r, i) => messageIn(i + 3, r)) },
       { type: 'folders', folders: [base[0]!, folder('Receipts', null, 5, 40), folder('Projects', null, 5, 50)] },
     ]);
-    const ids = async () =>
-      Object.fromEntries(((await list(`account_id=${account.id}`)).data as any[]).map((e) => [e.subject, e.id]));
-    const before = await ids();
-    const folderIds = async () =>
-      Object.fromEntries(
-        ((await api('GET', `/folders?account_id=${account.id}`)).body.data as any[]).map((f) => [f.provider_id, f.id]),
-      );
-    const projectsId = (await folderIds()).Projects;
+    const before = await emailIdsBySubject(account.id);
+    const projectsId = (await folderIdsByPath(account.id)).Projects;
 
     // Receipts deleted (one listing lacks it), then Projects renamed to Receipts: the path comes back
     // with Projects' UIDVALIDITY and as many messages as both had. It is Projects, not Receipts reset.
@@ -165,13 +159,13 @@ describe('folder identity', () => {
       { type: 'folders', folders: [base[0]!, folder('Projects', null, 5, 50)] },
       { type: 'folders', folders: [base[0]!, folder('Receipts', null, 5, 50)] },
     ]);
-    expect(await folderIds()).toEqual({ INBOX: expect.any(String), Receipts: projectsId });
+    expect(await folderIdsByPath(account.id)).toEqual({ INBOX: expect.any(String), Receipts: projectsId });
     // Known mail of the renamed folder is not read again, and an expunge in it is heard.
     const cursor = applied.ok ? applied.value.find((c) => c.path === 'Receipts') : null;
     expect(cursor).toMatchObject({ uidvalidity: 50, last_uid: 4 });
     await apply([{ type: 'vanished', path: 'Receipts', uidvalidity: 50, uids: [4] }]);
     await endOrphanGrace(account.stub);
-    expect(await ids()).toEqual({ 'project 1': before['project 1'] });
+    expect(await emailIdsBySubject(account.id)).toEqual({ 'project 1': before['project 1'] });
   });
 
   it('reconciles a snapshot and survives a UIDVALIDITY change without changing ids', async () => {

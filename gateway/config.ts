@@ -12,6 +12,11 @@ export interface SyncSettings extends ConnectionSettings {
   authRetryMs: number;
   /** Connection/greeting timeout for IMAP and SMTP. */
   connectTimeoutMs: number;
+  /**
+   * Servers without MOVE: new mail found in a folder is relayed only after this long and a look at
+   * the other folders, so that another client's move (COPY, then EXPUNGE) is one move (folder-pass.ts).
+   */
+  moveSettleMs: number;
   /** Use these IMAP extensions when the server has them (off: for servers with broken ones). */
   qresync: boolean;
   condstore: boolean;
@@ -33,6 +38,7 @@ export const DEFAULT_SYNC: SyncSettings = {
   reconnectMaxMs: 60_000,
   authRetryMs: 5 * 60_000,
   connectTimeoutMs: 15_000,
+  moveSettleMs: 2_000,
   qresync: true,
   condstore: true,
 };
@@ -50,6 +56,7 @@ const TUNING: Record<NumericSetting, string> = {
   reconnectMaxMs: 'GATEWAY_RECONNECT_MAX_MS',
   authRetryMs: 'GATEWAY_AUTH_RETRY_MS',
   connectTimeoutMs: 'GATEWAY_CONNECT_TIMEOUT_MS',
+  moveSettleMs: 'GATEWAY_MOVE_SETTLE_MS',
 };
 
 export function loadConfig(env: NodeJS.ProcessEnv): GatewayConfig {

@@ -5,6 +5,11 @@
  * finds expunged messages it first fetches new mail in every other folder, so that a MOVE reaches
  * the Worker as "appeared there" before "vanished here"; every arrival relayed meanwhile carries
  * the expunges still to come (`vanishing`).
+ *
+ * On a server without MOVE another client moves a message with COPY and then EXPUNGE: a pass that
+ * ran between the two would report a copy and then a delete. There, new mail found by a pass is held
+ * back (the cursor stays) for `moveSettleMs`, then a poll looks at every folder, syncing first those
+ * that lost messages: their pass relays the held mail with the expunges as `vanishing`, one move.
  */
 import type { ImapFlow } from 'imapflow';
 import {
@@ -26,6 +31,8 @@ import { Aborted } from './worker-client.ts';
 /** What a pass needs of its session (gateway/session.ts). */
 export interface PassHost {
   readonly log: Logger;
+  /** How long new mail is held back on a server without MOVE (0: never). */
+  readonly moveSettleMs: number;
   readonly cursors: Map<string, FolderCursor>;
   readonly changes: FolderChanges;
   readonly stage: StageSource;
@@ -40,6 +47,8 @@ export interface PassHost {
   /** Reads and reports the folder list; `from`: the connection the caller is using already (it holds its turn). */
   refreshListing(from?: ImapFlow): Promise<FolderInfo[]>;
   send(changes: Change[]): Promise<void>;
+  /** Asks for a poll within `delayMs`. */
+  pollSoon(delayMs: number): void;
   fail(err: unknown): void;
 }
 
@@ -52,6 +61,8 @@ export class FolderPasses {
   #notifiedAt = new Map<string, number>();
   /** Expunges found but held back while other folders are caught up (sent as `vanishing` hints). */
   #pendingExpunges = new Map<string, { uidvalidity: number; uids: number[] }>();
+  /** Since when new mail of a folder has been held back (servers without MOVE; see the top). */
+  #heldSince = new Map<string, number>();
 
   constructor(host: PassHost) {
     this.#host = host;
@@ -67,8 +78,9 @@ export class FolderPasses {
       .catch((err: unknown) => this.#passFailed(path, err));
   }
 
-  isRefused(path: string): boolean {
-    return this.#refused.has(path);
+  /** The folder's last pass left work for the next poll: the server refused it, or new mail is held back. */
+  pending(path: string): boolean {
+    return this.#refused.has(path) || this.#heldSince.has(path);
   }
 
   /** A folder gone from the listing. */
@@ -76,6 +88,7 @@ export class FolderPasses {
     this.#runners.delete(path);
     this.#refused.delete(path);
     this.#notifiedAt.delete(path);
+    this.#heldSince.delete(path);
     this.#host.changes.forget(path);
   }
 
@@ -137,7 +150,7 @@ export class FolderPasses {
       if (gone.length) this.#pendingExpunges.set(path, { uidvalidity: status.uidvalidity, uids: gone });
       let lastUid: number;
       try {
-        lastUid = await this.#fetchNew(client, path, status, base);
+        lastUid = await this.#fetchUnlessHeld(client, path, status, base);
       } finally {
         this.#pendingExpunges.delete(path);
       }
@@ -166,7 +179,7 @@ export class FolderPasses {
     }
     await host.inFolder(path, async (client, fresh) => {
       const status = await statusOf(client, path, fresh);
-      const lastUid = await this.#fetchNew(client, path, status, this.#baseline(path, status));
+      const lastUid = await this.#fetchUnlessHeld(client, path, status, this.#baseline(path, status));
       if (found.tail.snapshot) found.tail.snapshot = await uidsUpTo(client, lastUid);
       await this.#sendTail(path, found.tail, lastUid);
     });
@@ -177,6 +190,27 @@ export class FolderPasses {
     const cursor = this.#host.cursors.get(path);
     if (cursor && cursor.uidvalidity === status.uidvalidity) return cursor;
     return { path, uidvalidity: status.uidvalidity, last_uid: 0, highest_modseq: null };
+  }
+
+  /** #fetchNew, unless new mail is held back (see the top): then the cursor stays at the baseline. */
+  async #fetchUnlessHeld(client: ImapFlow, path: string, status: FolderStatus, base: FolderCursor): Promise<number> {
+    const host = this.#host;
+    const settleMs = host.moveSettleMs;
+    if (host.features().move || settleMs === 0) return this.#fetchNew(client, path, status, base);
+    if (!(await hasNewMail(client, status, base))) {
+      this.#heldSince.delete(path);
+      return this.#fetchNew(client, path, status, base);
+    }
+    const now = performance.now();
+    const since = this.#heldSince.get(path) ?? now;
+    if (now - since >= settleMs) {
+      this.#heldSince.delete(path);
+      return this.#fetchNew(client, path, status, base);
+    }
+    this.#heldSince.set(path, since);
+    host.log.debug('new mail held back until the other folders are checked', { path });
+    host.pollSoon(settleMs - (now - since));
+    return base.last_uid;
   }
 
   /**
@@ -285,11 +319,20 @@ export class FolderPasses {
           .inFolder(f.path, async (client, fresh) => {
             const status = await statusOf(client, f.path, fresh);
             await this.#fetchNew(client, f.path, status, this.#baseline(f.path, status));
+            this.#heldSince.delete(f.path);
           })
           .catch((err: unknown) => this.#passFailed(f.path, err)),
       ),
     );
   }
+}
+
+/** Whether the folder has messages above the baseline (a UID SEARCH when STATUS may be behind). */
+async function hasNewMail(client: ImapFlow, status: FolderStatus, base: FolderCursor): Promise<boolean> {
+  if (status.exact && status.uidnext !== 0) return status.uidnext > base.last_uid + 1;
+  const uids = await client.search({ uid: `${base.last_uid + 1}:*` }, { uid: true });
+  // "n:*" also matches the highest UID when it is below n.
+  return Array.isArray(uids) && uids.some((uid) => uid > base.last_uid);
 }
 
 /**

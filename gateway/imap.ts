@@ -61,6 +61,8 @@ export interface ServerFeatures {
   condstore: boolean;
   qresync: boolean;
   gmail: boolean;
+  /** MOVE (RFC 6851): without it every move, ours or another client's, is a COPY and then an EXPUNGE. */
+  move: boolean;
 }
 
 export function featuresOf(client: ImapFlow): ServerFeatures {
@@ -68,6 +70,7 @@ export function featuresOf(client: ImapFlow): ServerFeatures {
     condstore: client.enabled.has('CONDSTORE'),
     qresync: client.enabled.has('QRESYNC'),
     gmail: client.capabilities.has('X-GM-EXT-1'),
+    move: client.capabilities.has('MOVE'),
   };
 }
 

@@ -71,7 +71,8 @@ export interface PollDeps {
   listing: FolderListing;
   cursors: Map<string, FolderCursor>;
   features(): ServerFeatures;
-  isRefused(path: string): boolean;
+  /** The folder's last pass left work for the poll (refused by the server, or new mail held back). */
+  pending(path: string): boolean;
   /** Syncs the folder; resolves when its pass is over. */
   wake(path: string): Promise<void>;
   fail(err: unknown): void;
@@ -88,6 +89,11 @@ export class Poller {
   #intervalMs: number;
   #deps: PollDeps;
   #timer: NodeJS.Timeout | undefined;
+  /** When the scheduled poll runs (ms since the epoch). */
+  #dueAt = Number.POSITIVE_INFINITY;
+  #polling = false;
+  /** An early poll asked for while one was running: the next one is due no later than this. */
+  #wantedAt = Number.POSITIVE_INFINITY;
   #stopped = false;
 
   constructor(intervalMs: number, deps: PollDeps) {
@@ -95,22 +101,46 @@ export class Poller {
     this.#deps = deps;
   }
 
-  start(delayMs = this.#intervalMs): void {
-    if (this.#stopped) return;
-    this.#timer = setTimeout(() => {
-      this.#poll().then(
-        () =>
-          this.start(
-            this.#deps.listing.removalUnconfirmed ? Math.min(CONFIRM_REMOVAL_MS, this.#intervalMs) : this.#intervalMs,
-          ),
-        (err: unknown) => this.#deps.fail(err),
-      );
-    }, delayMs);
+  /** Polls every interval from now on (an earlier poll already asked for stays). */
+  start(): void {
+    this.#schedule(Date.now() + this.#intervalMs);
+  }
+
+  /** Polls within `delayMs` (sooner than the interval); never two polls at once. */
+  soon(delayMs: number): void {
+    const at = Date.now() + delayMs;
+    if (this.#polling) this.#wantedAt = Math.min(this.#wantedAt, at);
+    else this.#schedule(at);
   }
 
   stop(): void {
     this.#stopped = true;
     clearTimeout(this.#timer);
+  }
+
+  /** Sets the next poll for `at`, unless one is due earlier. */
+  #schedule(at: number): void {
+    if (this.#stopped || this.#dueAt <= at) return;
+    clearTimeout(this.#timer);
+    this.#dueAt = at;
+    this.#timer = setTimeout(() => this.#run(), Math.max(0, at - Date.now()));
+  }
+
+  #run(): void {
+    this.#dueAt = Number.POSITIVE_INFINITY;
+    this.#polling = true;
+    this.#poll().then(
+      () => {
+        this.#polling = false;
+        const wanted = this.#wantedAt;
+        this.#wantedAt = Number.POSITIVE_INFINITY;
+        const next = this.#deps.listing.removalUnconfirmed
+          ? Math.min(CONFIRM_REMOVAL_MS, this.#intervalMs)
+          : this.#intervalMs;
+        this.#schedule(Math.min(Date.now() + next, wanted));
+      },
+      (err: unknown) => this.#deps.fail(err),
+    );
   }
 
   async #poll(): Promise<void> {
@@ -145,8 +175,9 @@ export class Poller {
           cursor.highest_modseq !== null &&
           folder.highest_modseq !== cursor.highest_modseq);
       const scan = scanFlags;
-      if (moved || behind || scan || deps.isRefused(folder.path)) {
-        deps.log.debug('poll wakes', { path: folder.path, moved, behind, scan });
+      const pending = deps.pending(folder.path);
+      if (moved || behind || scan || pending) {
+        deps.log.debug('poll wakes', { path: folder.path, moved, behind, scan, pending });
         void deps.wake(folder.path);
       }
     }

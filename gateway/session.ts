@@ -57,7 +57,7 @@ export class Session implements PassHost {
   /** The first IDLE connection, which also reads the folder list (null before the start). */
   #primary: ImapFlow | null = null;
   #watchers = new Map<string, ImapFlow>();
-  #features: ServerFeatures = { condstore: false, qresync: false, gmail: false };
+  #features: ServerFeatures = { condstore: false, qresync: false, gmail: false, move: true };
   #listing = new FolderListing();
   #passes: FolderPasses;
   #poller: Poller;
@@ -91,7 +91,7 @@ export class Session implements PassHost {
       listing: this.#listing,
       cursors,
       features: () => this.#features,
-      isRefused: (path) => this.#passes.isRefused(path),
+      pending: (path) => this.#passes.pending(path),
       wake: (path) => this.wake(path),
       fail: (err) => this.fail(err),
       log,
@@ -313,6 +313,14 @@ export class Session implements PassHost {
   }
 
   /** Sends one batch of changes; afterwards the Worker's cursors of those folders are ours. */
+  get moveSettleMs(): number {
+    return this.#deps.settings.moveSettleMs;
+  }
+
+  pollSoon(delayMs: number): void {
+    this.#poller.soon(delayMs);
+  }
+
   async send(changes: Change[]): Promise<void> {
     if (!changes.length) return;
     const response = await this.#call(() =>

@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { FolderChanges, type PassTail } from '../../gateway/folder-changes.ts';
 
-const features = () => ({ condstore: false, qresync: false, gmail: false });
+const features = () => ({ condstore: false, qresync: false, gmail: false, move: true });
 
 function tail(uidvalidity: number, snapshot: number[]): PassTail {
   return {

@@ -12,6 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ImapFlow } from 'imapflow';
 import type { MailboxConfig } from '../../common/relay.ts';
 import { GatewayError } from '../../gateway/errors.ts';
+import { listFolders } from '../../gateway/imap.ts';
 import { verifyMailbox } from '../../gateway/verify.ts';
 import { startMailServer, type MailServer } from '../mailserver/mailserver.ts';
 import { findUser, openImap, readCa } from '../mailserver/client.ts';
@@ -26,14 +27,14 @@ let mail: MailServer;
 let worker: FakeWorker;
 let workerUrl: string;
 
-function configFor(name: string, password?: string): MailboxConfig {
-  const u = findUser(mail, name);
-  const server = { host: mail.host, user: u.user, password: password ?? u.password };
+function configFor(name: string, password?: string, on: MailServer = mail): MailboxConfig {
+  const u = findUser(on, name);
+  const server = { host: on.host, user: u.user, password: password ?? u.password };
   return {
     email: u.email,
     display_name: null,
-    imap: { ...server, port: mail.imapPort, encryption: 'SSL' },
-    smtp: { ...server, port: mail.smtpPort, encryption: 'STARTTLS' },
+    imap: { ...server, port: on.imapPort, encryption: 'SSL' },
+    smtp: { ...server, port: on.smtpPort, encryption: 'STARTTLS' },
   };
 }
 
@@ -508,6 +509,65 @@ describe('sync without QRESYNC and CONDSTORE (snapshots, full flag fetches)', ()
     await other.messageDelete(String(second.uid), { uid: true });
     await snapshotWithout(second.uid, mark);
     expect(worker.changesOf(ACC, 'vanished')).toEqual([]);
+  });
+});
+
+describe('a server without MOVE (another client moves with COPY, then EXPUNGE)', () => {
+  const ACC = 'acc_alice_nomove';
+  /** Longer than the pause below, which holds several polls: the gateway waits this long for an expunge. */
+  const SETTLE_MS = 5_000;
+  let noMove: MailServer;
+  let other: ImapFlow;
+
+  beforeAll(async () => {
+    noMove = await startMailServer({ users: ['alice'], withoutCapabilities: ['MOVE'] });
+    other = await openImap(noMove, 'alice');
+    // The folders as the gateway lists them (verify here would need this server's CA in this process).
+    const folders = await listFolders(other);
+    worker.addAccount(ACC, configFor('alice', undefined, noMove), baselineCursors(folders), {
+      onlyGateway: 'gw-nomove',
+    });
+    startGateway({
+      GATEWAY_ID: 'gw-nomove',
+      NODE_EXTRA_CA_CERTS: noMove.caFile,
+      GATEWAY_MOVE_SETTLE_MS: String(SETTLE_MS),
+    });
+    await waitForStatus(ACC, 'running');
+  }, 60_000);
+
+  afterAll(async () => {
+    await other?.logout().catch(() => undefined);
+    await noMove?.stop();
+  });
+
+  it('relays the copy together with the expunge to come, even when polls ran between the two', async () => {
+    await other.append('INBOX', `Subject: moved slowly\r\nMessage-ID: <slow-move@remote.test>\r\n\r\nbody\r\n`);
+    const original = await waitForMessage(ACC, 'moved slowly');
+    expect(original.path).toBe('INBOX');
+    await other.mailboxOpen('INBOX');
+    await other.messageCopy(String(original.uid), 'Archive', { uid: true });
+    // Polls every 500 ms meanwhile: each sees the copy in Archive, and INBOX still holding the message.
+    await new Promise((r) => setTimeout(r, 1_500));
+    await other.messageDelete(String(original.uid), { uid: true });
+    const copy = await worker.waitFor(
+      () => messagesOf(ACC, 'Archive').find((m) => m.subject === 'moved slowly'),
+      20_000,
+      'the Archive copy',
+    );
+    // Relayed with the INBOX expunge as `vanishing`, the Worker's sign that the copy is the same
+    // email moving (not a second email, then a delete).
+    expect(copy.record.change.type === 'messages' && copy.record.change.vanishing).toEqual([
+      { path: 'INBOX', uidvalidity: expect.any(Number), uids: [original.uid] },
+    ]);
+    const vanished = await worker.waitFor(
+      () =>
+        worker
+          .changesOf(ACC, 'vanished')
+          .find((c) => c.change.path === 'INBOX' && c.change.uids.includes(original.uid)),
+      10_000,
+      'INBOX vanished',
+    );
+    expect(worker.changes.indexOf(copy.record)).toBeLessThan(worker.changes.indexOf(vanished));
   });
 });
 

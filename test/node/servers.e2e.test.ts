@@ -211,7 +211,9 @@ describe.each(targets)('$name', (t) => {
     const events = eventsSince(service, account.id, mark).filter((e) => e.data?.id === email.id);
     const seen = JSON.stringify(events.map((e) => [e.type, e.data.folder_ids]));
     // Cyrus tells an IDLE session of an expunge late: the poll sees the source folder lose a message
-    // and syncs it before the folder that gained one, so the arrival comes with its departure.
+    // and syncs it before the folder that gained one, so the arrival comes with its departure. On
+    // Courier (no MOVE) a pass between the COPY and the EXPUNGE holds the new mail back until a poll
+    // has looked for the expunge (GATEWAY_MOVE_SETTLE_MS).
     expect(
       events.map((e) => e.type),
       `events of the moved email: ${seen}`,

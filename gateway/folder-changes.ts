@@ -113,6 +113,11 @@ export class FolderChanges {
     return [...(previous ?? [])].filter((uid) => !present.has(uid));
   }
 
+  /** Expunges are found by a snapshot but this session has none to compare it with (its first pass). */
+  goneUnknown(path: string, tail: PassTail): boolean {
+    return !!tail.snapshot && !this.#previousSnapshot(path, tail.status.uidvalidity, false);
+  }
+
   /** The Worker acknowledged the tail: it is now the view later passes compare with. */
   relayed(path: string, tail: PassTail): void {
     if (tail.snapshot)

@@ -148,6 +148,11 @@ export class FolderPasses {
       const tail = await host.changes.read(client, path, { base, lastUid: base.last_uid, status, reset });
       const gone = host.changes.gone(path, tail);
       if (gone.length) this.#pendingExpunges.set(path, { uidvalidity: status.uidvalidity, uids: gone });
+      // Without an earlier snapshot (the session's first pass, no QRESYNC) nothing tells which UIDs
+      // left: the snapshot goes before the new mail, so a message that left and came back under a new
+      // UID finds its email orphaned (same id), not still here (which would make it a second copy).
+      if (!reset && base.last_uid > 0 && host.changes.goneUnknown(path, tail) && mayHaveNewMail(status, base))
+        await host.send([{ type: 'snapshot', path, uidvalidity: status.uidvalidity, uids: tail.snapshot ?? [] }]);
       let lastUid: number;
       try {
         lastUid = await this.#fetchUnlessHeld(client, path, status, base);
@@ -207,6 +212,11 @@ export class FolderPasses {
       this.#heldSince.delete(path);
       return this.#fetchNew(client, path, status, base);
     }
+    if (!this.#heldSince.has(path)) {
+      // The poll asked for below relays the mail; should it be slow (a busy account), this pass comes
+      // back on its own: mail held too long could outlast the Worker's wait for a move's other side.
+      setTimeout(() => void this.wake(path), 2 * settleMs).unref();
+    }
     this.#heldSince.set(path, since);
     host.log.debug('new mail held back until the other folders are checked', { path });
     host.pollSoon(settleMs - (now - since));
@@ -218,7 +228,8 @@ export class FolderPasses {
    * folder's last UID (everything up to it has now been relayed or was expunged).
    */
   async #fetchNew(client: ImapFlow, path: string, status: FolderStatus, base: FolderCursor): Promise<number> {
-    // STATUS ran before this FETCH, so every UID below its UIDNEXT is covered by it.
+    // STATUS (or EXAMINE) ran before this FETCH, whose view is at least as new (see statusOf):
+    // every UID below its UIDNEXT is covered by it.
     let lastUid = Math.max(base.last_uid, status.uidnext - 1);
     // Nothing new by the folder's numbers; numbers that may be behind (STATUS of a selected folder) never skip the FETCH.
     if (status.exact && status.uidnext !== 0 && status.uidnext <= base.last_uid + 1) return lastUid;
@@ -327,9 +338,15 @@ export class FolderPasses {
   }
 }
 
+/** False when the folder's exact numbers show nothing above the baseline. */
+function mayHaveNewMail(status: FolderStatus, base: FolderCursor): boolean {
+  return !status.exact || status.uidnext === 0 || status.uidnext > base.last_uid + 1;
+}
+
 /** Whether the folder has messages above the baseline (a UID SEARCH when STATUS may be behind). */
 async function hasNewMail(client: ImapFlow, status: FolderStatus, base: FolderCursor): Promise<boolean> {
-  if (status.exact && status.uidnext !== 0) return status.uidnext > base.last_uid + 1;
+  if (!mayHaveNewMail(status, base)) return false;
+  if (status.exact && status.uidnext !== 0) return true;
   const uids = await client.search({ uid: `${base.last_uid + 1}:*` }, { uid: true });
   // "n:*" also matches the highest UID when it is below n.
   return Array.isArray(uids) && uids.some((uid) => uid > base.last_uid);
@@ -351,11 +368,13 @@ async function statusOf(client: ImapFlow, path: string, fresh: boolean): Promise
       highest_modseq: mailbox.highestModseq !== undefined ? String(mailbox.highestModseq) : null,
       exact: true,
     };
-  // NOOP brings the session's view up to date where the server allows (Dovecot: at once instead of
-  // at its notify timer), and makes the following FETCH see the new messages.
-  await client.noop();
+  // STATUS first, then NOOP: the NOOP brings the session's view up to date where the server allows
+  // (Dovecot: at once instead of at its notify timer), so the FETCH that follows sees at least what
+  // the STATUS counted. The other way round, a message saved between the two was counted by STATUS
+  // but not seen by the FETCH, and the cursor passed over it (lost mail, found by the soak).
   const st = await client.status(path, { ...STATUS_QUERY });
   if (!st) throw Object.assign(new Error(`STATUS failed for a folder`), { mailboxMissing: true });
+  await client.noop();
   return {
     uidvalidity: Number(st.uidValidity ?? 0),
     uidnext: st.uidNext ?? 0,

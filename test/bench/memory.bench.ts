@@ -77,6 +77,8 @@ export async function run(): Promise<void> {
     const gateway = spawn(process.execPath, [...flags, entry], {
       env: {
         ...process.env,
+        // The script's own assignments (glibc's malloc thresholds), as `npm run gateway` sets them.
+        ...command.env,
         WORKER_URL: service.base,
         GATEWAY_SECRET: service.gatewaySecret,
         GATEWAY_ID: 'bench-memory',

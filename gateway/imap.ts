@@ -7,9 +7,9 @@ let defaultContext: SecureContext | undefined;
 
 /**
  * One TLS context (Node's defaults: system CAs plus NODE_EXTRA_CA_CERTS, TLS 1.2+) for every
- * connection of the process: without it each connection builds its own, about 25 KB apiece.
+ * connection of the process (IMAP, and SMTP's verify): without it each connection builds its own, about 25 KB apiece.
  */
-function sharedSecureContext(): SecureContext {
+export function sharedSecureContext(): SecureContext {
   defaultContext ??= createSecureContext();
   return defaultContext;
 }

@@ -1,8 +1,8 @@
-/** SMTP connection options and the login check of the auth intent; sending itself uses them (mailbox.ts). */
+/** nodemailer and its SMTP connection options, for sends and drafts (mailbox.ts); verify logs in without it (smtp-login.ts). */
 import type { ServerConfig } from '../common/relay.ts';
 
 /**
- * nodemailer, loaded on the first verify, send or draft: a gateway that only holds idle accounts
+ * nodemailer, loaded on the first send or draft: a gateway that only holds idle accounts
  * never loads it (about 6 MiB of RSS; scripts/gateway.mjs leaves it out of the bundle).
  */
 export async function loadNodemailer() {
@@ -26,15 +26,4 @@ export function smtpOptions(server: ServerConfig, timeoutMs: number) {
     socketTimeout: timeoutMs * 2,
     logger: false,
   };
-}
-
-/** Connects, upgrades to TLS as configured and logs in (nodemailer's `verify()`); throws on failure. */
-export async function verifySmtp(server: ServerConfig, timeoutMs: number): Promise<void> {
-  const nodemailer = await loadNodemailer();
-  const transport = nodemailer.createTransport(smtpOptions(server, timeoutMs));
-  try {
-    await transport.verify();
-  } finally {
-    transport.close();
-  }
 }

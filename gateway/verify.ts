@@ -3,7 +3,7 @@ import type { MailboxConfig, VerifyResult } from '../common/relay.ts';
 import { DEFAULT_SYNC } from './config.ts';
 import { classifyError } from './errors.ts';
 import { imapOptions, listFolders, openImap } from './imap.ts';
-import { verifySmtp } from './smtp.ts';
+import { checkSmtpLogin } from './smtp-login.ts';
 
 async function verifyImap(config: MailboxConfig, timeoutMs: number) {
   const client = await openImap(imapOptions(config.imap, { timeoutMs }, { disableAutoIdle: true }));
@@ -22,7 +22,10 @@ export async function verifyMailbox(
   config: MailboxConfig,
   timeoutMs = DEFAULT_SYNC.connectTimeoutMs,
 ): Promise<VerifyResult> {
-  const [imap, smtp] = await Promise.allSettled([verifyImap(config, timeoutMs), verifySmtp(config.smtp, timeoutMs)]);
+  const [imap, smtp] = await Promise.allSettled([
+    verifyImap(config, timeoutMs),
+    checkSmtpLogin(config.smtp, timeoutMs),
+  ]);
   if (imap.status === 'rejected') throw classifyError(imap.reason, 'IMAP', config.imap.host, config.imap.port);
   if (smtp.status === 'rejected') throw classifyError(smtp.reason, 'SMTP', config.smtp.host, config.smtp.port);
   return { folders: imap.value };

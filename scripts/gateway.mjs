@@ -3,7 +3,7 @@
 // gateway/main.ts into one JavaScript file with esbuild (dist/gateway/, git-ignored; about a second,
 // at every start so it is never stale) and runs it in this very process. The bundle starts about
 // 40 MiB smaller than the .ts sources under Node's type stripping (README "Known limits"). nodemailer
-// stays outside the bundle: it is loaded from node_modules on the first verify or send. Without
+// stays outside the bundle: it is loaded from node_modules on the first send or draft. Without
 // esbuild (`npm install --omit=dev`) the sources run as they are.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';

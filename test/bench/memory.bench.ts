@@ -74,6 +74,12 @@ export async function run(): Promise<void> {
       ...(process.env.BENCH_MEMORY_NODE_FLAGS?.split(' ').filter(Boolean) ?? []),
     ];
     if (process.env.BENCH_MEMORY_SNAPSHOT === '1') flags.push('--heapsnapshot-signal=SIGUSR2');
+    // The script's own assignments (glibc's malloc thresholds), as `npm run gateway` sets them, and
+    // those to compare (e.g. V8's --max-semi-space-size, other GLIBC_TUNABLES).
+    const launchEnv: Record<string, string> = {
+      ...command.env,
+      ...(process.env.BENCH_MEMORY_GATEWAY_ENV && JSON.parse(process.env.BENCH_MEMORY_GATEWAY_ENV)),
+    };
     const gateway = spawn(process.execPath, [...flags, entry], {
       env: {
         ...process.env,
@@ -82,8 +88,7 @@ export async function run(): Promise<void> {
         GATEWAY_ID: 'bench-memory',
         GATEWAY_LOG_LEVEL: 'warn',
         NODE_EXTRA_CA_CERTS: mail.caFile,
-        // To compare runtime settings (e.g. V8's --max-semi-space-size, glibc's MALLOC_ARENA_MAX).
-        ...(process.env.BENCH_MEMORY_GATEWAY_ENV && JSON.parse(process.env.BENCH_MEMORY_GATEWAY_ENV)),
+        ...launchEnv,
       },
       stdio: ['ignore', 'ignore', 'inherit'],
     });
@@ -91,11 +96,11 @@ export async function run(): Promise<void> {
       gateway.kill('SIGTERM');
       return new Promise((r) => (gateway.exitCode !== null ? r(undefined) : gateway.once('exit', () => r(undefined))));
     };
-    // Before any verify: nodemailer is not loaded yet (it is on the first verify or send).
+    // Before any verify (the first one takes OpenSSL and the IMAP code paths into use; nodemailer waits for a send).
     await new Promise((r) => setTimeout(r, 5_000));
     const start = await steadyRss(gateway, 5_000);
     console.log(
-      `gateway ${Object.entries(command.env)
+      `gateway ${Object.entries(launchEnv)
         .map(([k, v]) => `${k}=${v} `)
         .join('')}node ${[...flags, entry].join(' ')}: RSS at start ${(start / MiB).toFixed(1)} MiB`,
     );

@@ -23,19 +23,18 @@ const utf8Bound = (text: string): number => text.length + 2 * (text.match(/[\u00
 
 /** The items as JSON arrays of at most `limit` UTF-8 bytes each (an item larger than that goes alone). */
 export function jsonChunks(items: unknown[], limit: number = JSON_PARAM_BYTES): string[] {
-  return jsonChunksCounted(items, limit).map((c) => c.json);
+  return jsonTextChunks(
+    items.map((item) => JSON.stringify(item)),
+    limit,
+  ).map((c) => c.json);
 }
 
-/** `jsonChunks`, each with the number of items it holds. */
-export function jsonChunksCounted(
-  items: unknown[],
-  limit: number = JSON_PARAM_BYTES,
-): { json: string; count: number }[] {
+/** `jsonChunks` of items already made JSON (each a valid JSON text), each chunk with the number it holds. */
+export function jsonTextChunks(texts: string[], limit: number = JSON_PARAM_BYTES): { json: string; count: number }[] {
   const out: { json: string; count: number }[] = [];
   let part: string[] = [];
   let size = 2;
-  for (const item of items) {
-    const text = JSON.stringify(item);
+  for (const text of texts) {
     const bytes = utf8Bound(text);
     if (part.length && size + bytes + 1 > limit) {
       out.push({ json: `[${part.join(',')}]`, count: part.length });

@@ -1,5 +1,5 @@
-// How a new email is stored: a text-only body once (its HTML made again on reading), and the outbox
-// row's data as the JSON its event was made of.
+// How a new email is stored: a text-only body once (its HTML made again on reading), JSON columns and
+// the outbox row's data as the JSON they were made of, and a body the row holds indexed from the row.
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { textToHtml } from '../../worker/ingest/html.ts';
@@ -38,6 +38,17 @@ describe('storing new mail', () => {
       ['html', '<p>Hello <i>there</i></p>'],
       ['text', null],
     ]);
+
+    const { results: json } = await env.DB.prepare(
+      'SELECT from_json, to_json, references_json, headers_json FROM emails WHERE account_id = ?',
+    )
+      .bind(account.id)
+      .all<Record<string, string>>();
+    for (const row of json) for (const text of Object.values(row)) expect(text).toBe(JSON.stringify(JSON.parse(text)));
+    expect(json.map((r) => JSON.parse(r.from_json!).address)).toEqual(['bob@example.test', 'bob@example.test']);
+    // The index reads a body the row holds from the row.
+    const found = await list(`account_id=${account.id}&q=indented`);
+    expect(found.data.map((e: any) => e.subject)).toEqual(['text']);
 
     const listed = await list(`account_id=${account.id}`);
     const text = listed.data.find((e: any) => e.subject === 'text');

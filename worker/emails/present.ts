@@ -10,6 +10,7 @@ import type {
   EmailListItem,
   TypedAttendee as TypedSchema,
 } from '../schemas/emails.ts';
+import { textToHtml } from '../ingest/html.ts';
 import type { Role } from '../schemas/folders.ts';
 
 type Attendee = z.output<typeof AttendeeSchema>;
@@ -36,6 +37,7 @@ export interface EmailRow {
   bcc_json: string;
   reply_to_json: string;
   from_address: string | null;
+  /** Null when it is the text body as HTML (stored once, made again on reading) or when bodies are in R2. */
   body_html: string | null;
   body_plain: string | null;
   body_key: string | null;
@@ -121,6 +123,12 @@ function presentAttachment(a: AttachmentRow) {
   };
 }
 
+/** An email's HTML body: a text-only email's is made from its text, as parsing made it (ingest/parse.ts). */
+export function emailHtml(rec: Pick<EmailRecord, 'row' | 'bodies'>): string {
+  const html = rec.bodies?.html ?? rec.row.body_html;
+  return html ?? textToHtml(rec.bodies?.plain ?? rec.row.body_plain ?? '');
+}
+
 /** Fields both variants share. */
 function common<W extends boolean>(rec: EmailRecord, withType: W) {
   const { row } = rec;
@@ -131,7 +139,7 @@ function common<W extends boolean>(rec: EmailRecord, withType: W) {
     thread_id: row.thread_id,
     date: row.date,
     subject: row.subject,
-    body: rec.bodies?.html ?? row.body_html ?? '',
+    body: emailHtml(rec),
     body_plain: rec.bodies?.plain ?? row.body_plain ?? '',
     from_attendee: attendee(from, withType as never) as W extends true ? TypedAttendee : Attendee,
     to_attendees: attendees(row.to_json, withType),

@@ -18,6 +18,8 @@ export interface SearchDocument {
   accountId: string;
   subject: string;
   body: string;
+  /** The email's row holds `body` as `body_plain` (written before the index rows, same batch). */
+  bodyInRow: boolean;
   participants: (ParsedAddress | null)[];
 }
 
@@ -28,7 +30,8 @@ export function indexEmailsStatements(db: D1Database, docs: SearchDocument[]): D
     doc.emailId,
     doc.accountId,
     doc.subject,
-    doc.body.slice(0, MAX_INDEXED_BODY_CHARS),
+    // A body the row holds whole is read from there: its text does not travel to D1 twice.
+    doc.bodyInRow && doc.body.length <= MAX_INDEXED_BODY_CHARS ? null : doc.body.slice(0, MAX_INDEXED_BODY_CHARS),
     doc.participants
       .filter((a): a is ParsedAddress => a !== null)
       .map((a) => `${a.name ?? ''} ${a.address}`.trim())
@@ -44,8 +47,10 @@ export function indexEmailsStatements(db: D1Database, docs: SearchDocument[]): D
     db
       .prepare(
         `INSERT INTO emails_fts (rowid, subject, body, participants)
-         SELECT s.rowid, json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]'), json_extract(j.value, '$[4]')
-         FROM json_each(?) j CROSS JOIN email_search s ON s.email_id = json_extract(j.value, '$[0]')`,
+         SELECT s.rowid, json_extract(j.value, '$[2]'), COALESCE(json_extract(j.value, '$[3]'), e.body_plain),
+                json_extract(j.value, '$[4]')
+         FROM json_each(?) j CROSS JOIN email_search s ON s.email_id = json_extract(j.value, '$[0]')
+         CROSS JOIN emails e ON e.id = s.email_id`,
       )
       .bind(json),
   ]);

@@ -7,7 +7,7 @@
 import { unwrap } from '../commands/holder.ts';
 import { accountObject } from '../durable/account-stub.ts';
 import type { Env } from '../env.ts';
-import type { EmailRow, StoredAddress } from '../emails/present.ts';
+import { emailHtml, type EmailRow, type StoredAddress } from '../emails/present.ts';
 import { readBlob } from '../emails/blobs.ts';
 import { loadEmailRecords } from '../emails/store.ts';
 import { notFound } from '../lib/errors.ts';
@@ -57,7 +57,7 @@ export async function draftToSend(env: Env, body: ComposeBody & { draft_id: stri
     });
   }
   const { draft_id: _draftId, ...request } = body;
-  const html = record.bodies?.html ?? record.row.body_html ?? '';
+  const html = emailHtml(record);
   const plain = record.bodies?.plain ?? record.row.body_plain ?? '';
   const fromDraft: ComposeBody = {
     account_id: body.account_id,

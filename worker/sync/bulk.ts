@@ -4,7 +4,7 @@
  * parameters whatever it writes (D1 allows 100), and its JSON stays far below D1's 2 MB per value.
  */
 import { dataJson, type OutboxEvent } from '../events/outbox.ts';
-import { jsonChunks, jsonChunksCounted, jsonColumns } from '../lib/sql.ts';
+import { jsonChunks, jsonColumns, jsonTextChunks } from '../lib/sql.ts';
 
 /** INSERT (OR IGNORE) of rows into a table: one statement per JSON chunk. */
 export function insertRows(
@@ -25,13 +25,17 @@ export function insertRows(
  * the `events_number` trigger would give one by one; migration 0011 leaves numbered rows to us).
  */
 export function eventRows(db: D1Database, events: OutboxEvent[]): D1PreparedStatement[] {
-  const rows = events.map((e) => [e.id, e.type, e.account_id, dataJson(e.data), e.created_at]);
-  return jsonChunksCounted(rows).flatMap(({ json, count }) => [
+  // The data goes in as JSON, not as a string holding JSON: escaped once less on its way to D1, and
+  // `->` gives its text back unchanged.
+  const rows = events.map(
+    (e) => `[${JSON.stringify([e.id, e.type, e.account_id, e.created_at]).slice(1, -1)},${dataJson(e.data)}]`,
+  );
+  return jsonTextChunks(rows).flatMap(({ json, count }) => [
     db
       .prepare(
-        `INSERT INTO events (id, type, account_id, data_json, created_at, seq)
+        `INSERT INTO events (id, type, account_id, created_at, data_json, seq)
          SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
-                json_extract(value, '$[3]'), json_extract(value, '$[4]'),
+                json_extract(value, '$[3]'), value -> '$[4]',
                 (SELECT last FROM event_sequence WHERE id = 1) + key + 1
          FROM json_each(?)`,
       )

@@ -9,6 +9,7 @@ import type { MessageIn } from '../../common/relay.ts';
 import type { AttachmentRow, EmailRow, StoredAddress, StoredBodies } from '../emails/present.ts';
 import { blobKeys } from '../emails/store.ts';
 import type { FolderRow } from '../folders/present.ts';
+import { textToHtml } from '../ingest/html.ts';
 import { normalizeAddress } from '../ingest/parse.ts';
 import type { ParsedAddress, ParsedMessage } from '../ingest/types.ts';
 import { newId } from '../lib/ids.ts';
@@ -92,7 +93,8 @@ export async function buildEmailRow(e: NewEmail, raw: Uint8Array, blobs: BlobWri
     bcc_json: storedList(mail.bcc),
     reply_to_json: storedList(mail.reply_to),
     from_address: mail.from ? normalizeAddress(mail.from.address) : null,
-    body_html: bodiesOutside ? null : mail.html,
+    // A text-only email's HTML is its text escaped: not stored twice (emails/present.ts makes it again).
+    body_html: bodiesOutside || mail.html === textToHtml(mail.plain) ? null : mail.html,
     body_plain: bodiesOutside ? null : mail.plain,
     body_key: bodyKey,
     headers_json: headersOutside ? '[]' : headersJson,

@@ -8,15 +8,31 @@ import { countUpStatements } from '../contacts/counts.ts';
 import type { AttachmentRow, EmailRow } from '../emails/present.ts';
 import { indexEmailsStatements, type SearchDocument } from '../emails/search.ts';
 import type { ParsedMessage } from '../ingest/types.ts';
+import { JsonText } from '../lib/sql.ts';
 import { deleteRows, insertRows, updateRows } from './bulk.ts';
 import type { Membership } from './memberships.ts';
 
 const MEMBERSHIP_COLUMNS = ['email_id', 'folder_id', 'account_id', 'uid', 'seen', 'flagged'] as const;
 const THREAD_KEY_COLUMNS = ['account_id', 'key', 'email_id'] as const;
 
+/** Email columns holding JSON (an array or object, or null): they go to D1 as JSON, not as strings. */
+const JSON_COLUMNS = new Set([
+  'references_json',
+  'from_json',
+  'to_json',
+  'cc_json',
+  'bcc_json',
+  'reply_to_json',
+  'headers_json',
+]);
+
 const rowValues = <T extends object>(rows: T[]): { columns: string[]; values: unknown[][] } => {
   const columns = rows.length ? Object.keys(rows[0]!) : [];
-  return { columns, values: rows.map((r) => columns.map((c) => (r as Record<string, unknown>)[c])) };
+  const value = (r: T, c: string) => {
+    const v = (r as Record<string, unknown>)[c];
+    return JSON_COLUMNS.has(c) && typeof v === 'string' ? new JsonText(v) : v;
+  };
+  return { columns, values: rows.map((r) => columns.map((c) => value(r, c))) };
 };
 
 export class NewMailRows {
@@ -57,6 +73,7 @@ export class NewMailRows {
       accountId: this.accountId,
       subject: row.subject,
       body: mail.plain,
+      bodyInRow: row.body_plain === mail.plain,
       participants: [mail.from, ...mail.to, ...mail.cc, ...mail.bcc],
     });
     this.people.push({ row, mail });

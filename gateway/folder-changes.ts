@@ -113,6 +113,25 @@ export class FolderChanges {
     return [...(previous ?? [])].filter((uid) => !present.has(uid));
   }
 
+  /**
+   * What left the selected folder since the Worker's view, as far as it can be told without taking
+   * the pass's tail: VANISHED heard under this numbering (QRESYNC), else a UID listing compared with
+   * this session's last snapshot. Nothing is consumed: the folder's own pass reports these later.
+   */
+  async peekGone(client: ImapFlow, path: string, status: FolderStatus, base: FolderCursor): Promise<number[]> {
+    const lastUid = base.last_uid;
+    const { condstore, qresync } = this.#features();
+    if (qresync && condstore && base.highest_modseq !== null && lastUid > 0 && base.uidvalidity === status.uidvalidity)
+      // With QRESYNC, imapflow adds VANISHED: the expunges since then come back as 'expunge' events.
+      await this.#fetchFlags(client, lastUid, { changedSince: BigInt(base.highest_modseq) });
+    const heard = this.#vanished.get(path);
+    if (heard && heard.uidvalidity === status.uidvalidity) return [...heard.uids].sort((a, b) => a - b);
+    const previous = this.#previousSnapshot(path, status.uidvalidity, false);
+    if (!previous || lastUid === 0) return [];
+    const present = new Set(await uidsUpTo(client, lastUid));
+    return [...previous].filter((uid) => uid <= lastUid && !present.has(uid));
+  }
+
   /** Expunges are found by a snapshot but this session has none to compare it with (its first pass). */
   goneUnknown(path: string, tail: PassTail): boolean {
     return !!tail.snapshot && !this.#previousSnapshot(path, tail.status.uidvalidity, false);

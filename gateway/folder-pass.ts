@@ -227,7 +227,13 @@ export class FolderPasses {
    * Fetches and relays every message above the baseline's last UID, in batches. Returns the
    * folder's last UID (everything up to it has now been relayed or was expunged).
    */
-  async #fetchNew(client: ImapFlow, path: string, status: FolderStatus, base: FolderCursor): Promise<number> {
+  async #fetchNew(
+    client: ImapFlow,
+    path: string,
+    status: FolderStatus,
+    base: FolderCursor,
+    ownGone: number[] = [],
+  ): Promise<number> {
     // STATUS (or EXAMINE) ran before this FETCH, whose view is at least as new (see statusOf):
     // every UID below its UIDNEXT is covered by it.
     let lastUid = Math.max(base.last_uid, status.uidnext - 1);
@@ -242,6 +248,8 @@ export class FolderPasses {
     const flush = async (final: boolean) => {
       const changes: Change[] = [];
       const vanishing = [...this.#pendingExpunges].map(([from, e]) => ({ path: from, ...e }));
+      if (ownGone.length && !this.#pendingExpunges.has(path))
+        vanishing.push({ path, uidvalidity: status.uidvalidity, uids: ownGone });
       if (batch.length)
         changes.push({
           type: 'messages',
@@ -329,7 +337,11 @@ export class FolderPasses {
         host
           .inFolder(f.path, async (client, fresh) => {
             const status = await statusOf(client, f.path, fresh);
-            await this.#fetchNew(client, f.path, status, this.#baseline(f.path, status));
+            const base = this.#baseline(f.path, status);
+            // Its own expunges ride along too: a message that left this folder and came back under a
+            // new UID is the same email, not a second copy beside its old place.
+            const own = await host.changes.peekGone(client, f.path, status, base);
+            await this.#fetchNew(client, f.path, status, base, own);
             this.#heldSince.delete(f.path);
           })
           .catch((err: unknown) => this.#passFailed(f.path, err)),

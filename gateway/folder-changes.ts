@@ -108,9 +108,7 @@ export class FolderChanges {
    */
   gone(path: string, tail: PassTail): number[] {
     if (!tail.snapshot) return tail.vanished;
-    const present = new Set(tail.snapshot);
-    const previous = this.#previousSnapshot(path, tail.status.uidvalidity, false);
-    return [...(previous ?? [])].filter((uid) => !present.has(uid));
+    return this.#leftSinceSnapshot(path, tail.status.uidvalidity, tail.snapshot);
   }
 
   /**
@@ -126,10 +124,15 @@ export class FolderChanges {
       await this.#fetchFlags(client, lastUid, { changedSince: BigInt(base.highest_modseq) });
     const heard = this.#vanished.get(path);
     if (heard && heard.uidvalidity === status.uidvalidity) return [...heard.uids].sort((a, b) => a - b);
-    const previous = this.#previousSnapshot(path, status.uidvalidity, false);
-    if (!previous || lastUid === 0) return [];
-    const present = new Set(await uidsUpTo(client, lastUid));
-    return [...previous].filter((uid) => uid <= lastUid && !present.has(uid));
+    if (!this.#previousSnapshot(path, status.uidvalidity, false) || lastUid === 0) return [];
+    return this.#leftSinceSnapshot(path, status.uidvalidity, await uidsUpTo(client, lastUid), lastUid);
+  }
+
+  /** UIDs (up to `upTo`) of this session's last snapshot under this numbering that `present` lacks. */
+  #leftSinceSnapshot(path: string, uidvalidity: number, present: number[], upTo = Number.POSITIVE_INFINITY): number[] {
+    const now = new Set(present);
+    const previous = this.#previousSnapshot(path, uidvalidity, false);
+    return [...(previous ?? [])].filter((uid) => uid <= upTo && !now.has(uid));
   }
 
   /** Expunges are found by a snapshot but this session has none to compare it with (its first pass). */

@@ -202,13 +202,9 @@ export class FolderPasses {
     const host = this.#host;
     const settleMs = host.moveSettleMs;
     if (host.features().move || settleMs === 0) return this.#fetchNew(client, path, status, base);
-    if (!(await hasNewMail(client, status, base))) {
-      this.#heldSince.delete(path);
-      return this.#fetchNew(client, path, status, base);
-    }
     const now = performance.now();
     const since = this.#heldSince.get(path) ?? now;
-    if (now - since >= settleMs) {
+    if (now - since >= settleMs || !(await hasNewMail(client, status, base))) {
       this.#heldSince.delete(path);
       return this.#fetchNew(client, path, status, base);
     }
@@ -366,7 +362,7 @@ async function hasNewMail(client: ImapFlow, status: FolderStatus, base: FolderCu
 
 /**
  * State of the selected folder. Just selected: the EXAMINE answer. Selected for a while (an IDLE
- * connection): NOOP, then STATUS, which is not trusted to be current (servers answer it for a
+ * connection): STATUS, then NOOP; STATUS is not trusted to be current (servers answer it for a
  * selected folder from the session's own view; Courier's stays stale): its numbers may only be
  * behind, so they may hold the cursor back (flags re-read, a gap not skipped) but never skip a
  * FETCH.

@@ -123,6 +123,15 @@ function waitForMessage(accountId: string, subject: string, timeoutMs = 15_000) 
   );
 }
 
+/** The recorded `vanished` change of an account that reports this UID gone from a folder. */
+function waitForVanished(accountId: string, path: string, uid: number, timeoutMs: number) {
+  return worker.waitFor(
+    () => worker.changesOf(accountId, 'vanished').find((c) => c.change.path === path && c.change.uids.includes(uid)),
+    timeoutMs,
+    `${path} vanished`,
+  );
+}
+
 function waitForStatus(accountId: string, status: string, after = 0, timeoutMs = 20_000) {
   return worker.waitFor(
     () => worker.statuses.find((s, i) => i >= after && s.accountId === accountId && s.status === status),
@@ -349,14 +358,7 @@ describe('sync', () => {
     const original = await waitForMessage(ACC, 'to be archived');
     await other.mailboxOpen('INBOX');
     await other.messageMove(String(original.uid), 'Archive', { uid: true });
-    const vanished = await worker.waitFor(
-      () =>
-        worker
-          .changesOf(ACC, 'vanished')
-          .find((c) => c.change.path === 'INBOX' && c.change.uids.includes(original.uid)),
-      5_000,
-      'INBOX vanished',
-    );
+    const vanished = await waitForVanished(ACC, 'INBOX', original.uid, 5_000);
     const copy = messagesOf(ACC, 'Archive').find((m) => m.subject === 'to be archived');
     expect(copy, 'Archive copy reported').toBeDefined();
     expect(worker.changes.indexOf(copy!.record)).toBeLessThan(worker.changes.indexOf(vanished));
@@ -367,12 +369,7 @@ describe('sync', () => {
     const message = await waitForMessage(ACC, 'to be deleted');
     await other.mailboxOpen('INBOX');
     await other.messageDelete(String(message.uid), { uid: true });
-    await worker.waitFor(
-      () =>
-        worker.changesOf(ACC, 'vanished').find((c) => c.change.path === 'INBOX' && c.change.uids.includes(message.uid)),
-      5_000,
-      'vanished',
-    );
+    await waitForVanished(ACC, 'INBOX', message.uid, 5_000);
   });
 
   it('reports a new folder and the mail appended to it', async () => {
@@ -559,14 +556,7 @@ describe('a server without MOVE (another client moves with COPY, then EXPUNGE)',
     expect(copy.record.change.type === 'messages' && copy.record.change.vanishing).toEqual([
       { path: 'INBOX', uidvalidity: expect.any(Number), uids: [original.uid] },
     ]);
-    const vanished = await worker.waitFor(
-      () =>
-        worker
-          .changesOf(ACC, 'vanished')
-          .find((c) => c.change.path === 'INBOX' && c.change.uids.includes(original.uid)),
-      10_000,
-      'INBOX vanished',
-    );
+    const vanished = await waitForVanished(ACC, 'INBOX', original.uid, 10_000);
     expect(worker.changes.indexOf(copy.record)).toBeLessThan(worker.changes.indexOf(vanished));
   });
 });

@@ -18,7 +18,9 @@
  * `GatewayToWorker` responses carrying the same `id`.
  *
  * Nothing here is durable on the gateway: it learns where each account stopped from the lease
- * response (`cursors`) and reports progress with every change batch.
+ * response (`cursors`) and reports progress with every change batch. The protocol's constants are
+ * in relay-limits.ts; the gateway checks what it receives against JSON Schemas generated from the
+ * schemas below (gateway/relay-checks.ts), so it never loads zod.
  */
 import { z } from 'zod';
 
@@ -89,9 +91,6 @@ export const MessageIn = z.object({
     .optional(),
 });
 export type MessageIn = z.infer<typeof MessageIn>;
-
-/** Sources larger than this many bytes are staged (see `MessageIn.staged`). */
-export const STAGE_SOURCE_BYTES = 2 * 1024 * 1024;
 
 export const FlagUpdate = z.object({
   uid: z.number().int().positive(),
@@ -294,12 +293,6 @@ export const StatusRequest = z.object({
 });
 export type StatusRequest = z.infer<typeof StatusRequest>;
 
-/** Error answers of the internal endpoints (same shape as the public API's errors). */
-export const LEASE_LOST_TYPE = 'errors/lease_lost';
-export const OUT_OF_ORDER_TYPE = 'errors/out_of_order';
-/** Another live process uses this gateway id (409). */
-export const GATEWAY_ID_IN_USE_TYPE = 'errors/gateway_id_in_use';
-
 // ---------------------------------------------------------------------------------------------
 // Worker → Gateway (WebSocket)
 
@@ -423,10 +416,3 @@ export const GatewayToWorker = z.discriminatedUnion('ok', [
   }),
 ]);
 export type GatewayToWorker = z.infer<typeof GatewayToWorker>;
-
-/** Keep a change batch under this many bytes of JSON (raw sources included); a bigger message goes alone. */
-export const MAX_BATCH_BYTES = 8 * 1024 * 1024;
-/** Batches of one account on their way to the Worker at once (see `ChangesSequence`). */
-export const BATCHES_IN_FLIGHT = 2;
-/** At most this many messages per batch (the Worker writes a change set-based: a few D1 statements and one R2 object). */
-export const MAX_BATCH_MESSAGES = 500;

@@ -12,15 +12,8 @@
  * that lost messages: their pass relays the held mail with the expunges as `vanishing`, one move.
  */
 import type { ImapFlow } from 'imapflow';
-import {
-  BATCHES_IN_FLIGHT,
-  MAX_BATCH_BYTES,
-  MAX_BATCH_MESSAGES,
-  type Change,
-  type FolderCursor,
-  type FolderInfo,
-  type MessageIn,
-} from '../common/relay.ts';
+import { BATCHES_IN_FLIGHT, MAX_BATCH_BYTES, MAX_BATCH_MESSAGES } from '../common/relay-limits.ts';
+import type { Change, FolderCursor, FolderInfo, MessageIn } from '../common/relay.ts';
 import { Coalescer } from './async.ts';
 import { uidsUpTo, type FolderChanges, type FolderStatus, type PassTail } from './folder-changes.ts';
 import { isSelectable, STATUS_QUERY, type ServerFeatures } from './imap.ts';

@@ -11,14 +11,8 @@
  * connection ends the session, and the next session resumes it.
  */
 import type { ImapFlow } from 'imapflow';
-import {
-  MAX_BATCH_BYTES,
-  MAX_BATCH_MESSAGES,
-  type Change,
-  type FolderInfo,
-  type InitialSyncPlan,
-  type MessageIn,
-} from '../common/relay.ts';
+import { MAX_BATCH_BYTES, MAX_BATCH_MESSAGES } from '../common/relay-limits.ts';
+import type { Change, FolderInfo, InitialSyncPlan, MessageIn } from '../common/relay.ts';
 import { isSelectable } from './imap.ts';
 import type { Logger } from './log.ts';
 import {

@@ -1,7 +1,8 @@
 /** What the gateway fetches of a message and how it becomes a relayed `MessageIn`: shared by the live sync and the initial sync. */
 import type { FetchMessageObject, FetchQueryObject } from 'imapflow';
 import { createHash } from 'node:crypto';
-import { STAGE_SOURCE_BYTES, type FlagUpdate, type MessageIn } from '../common/relay.ts';
+import type { FlagUpdate, MessageIn } from '../common/relay.ts';
+import { STAGE_SOURCE_BYTES } from '../common/relay-limits.ts';
 
 /** JSON overhead of one message besides its base64 source, for the batch size estimate. */
 export const MESSAGE_OVERHEAD_BYTES = 512;

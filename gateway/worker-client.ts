@@ -2,26 +2,25 @@
  * The gateway's side of common/relay.ts: signed JSON POSTs to the Worker, and the control
  * WebSocket on which the Worker sends requests.
  */
-import type { z } from 'zod';
-import {
+import type {
+  AccountStatus,
+  Change,
+  ChangesRequest,
   ChangesResponse,
-  type GatewayToWorker,
-  GATEWAY_ID_IN_USE_TYPE,
+  GatewayRequest,
+  GatewayToWorker,
+  HeartbeatRequest,
   HeartbeatResponse,
-  LEASE_LOST_TYPE,
+  LeaseRequest,
   LeaseResponse,
   OutgoingMessage,
+  ReleaseRequest,
+  SendOutcome,
+  StatusRequest,
   WorkerToGateway,
-  type AccountStatus,
-  type Change,
-  type ChangesRequest,
-  type GatewayRequest,
-  type HeartbeatRequest,
-  type LeaseRequest,
-  type ReleaseRequest,
-  type SendOutcome,
-  type StatusRequest,
 } from '../common/relay.ts';
+import { GATEWAY_ID_IN_USE_TYPE, LEASE_LOST_TYPE } from '../common/relay-limits.ts';
+import { relayCheck } from './relay-checks.ts';
 import { randomUUID } from 'node:crypto';
 import { DEAD_AFTER_MS, PING, PING_INTERVAL_MS, PONG } from '../common/heartbeat.ts';
 import { GATEWAY_SIGNATURE_HEADER, signRequest } from '../common/signing.ts';
@@ -34,6 +33,12 @@ const REQUEST_TIMEOUT_MS = 60_000;
 const REMEMBER_ANSWERS_MS = 10 * 60_000;
 const RETRY_MIN_MS = 250;
 const RETRY_MAX_MS = 30_000;
+
+const checkHeartbeatResponse = relayCheck('HeartbeatResponse');
+const checkLeaseResponse = relayCheck('LeaseResponse');
+const checkChangesResponse = relayCheck('ChangesResponse');
+const checkOutgoingMessage = relayCheck('OutgoingMessage');
+const checkWorkerToGateway = relayCheck('WorkerToGateway');
 
 /** A non-retryable answer (4xx) from the Worker. */
 export class WorkerHttpError extends Error {
@@ -83,9 +88,9 @@ export class WorkerClient {
     this.#log = opts.log;
   }
 
-  heartbeat(held: string[], capacity: number, opts?: PostOptions) {
+  heartbeat(held: string[], capacity: number, opts?: PostOptions): Promise<HeartbeatResponse> {
     const body: HeartbeatRequest = { gateway_id: this.gatewayId, instance: this.instance, held, capacity };
-    return this.#post('/internal/gateway/heartbeat', body, HeartbeatResponse, opts);
+    return this.#post('/internal/gateway/heartbeat', body, checkHeartbeatResponse, opts);
   }
 
   /** Gives leases up at once, for other gateways to take (`stopping`: this gateway takes no more). */
@@ -94,9 +99,9 @@ export class WorkerClient {
     await this.#post('/internal/gateway/release', body, null, opts);
   }
 
-  lease(accountId: string, opts?: PostOptions) {
+  lease(accountId: string, opts?: PostOptions): Promise<LeaseResponse> {
     const body: LeaseRequest = { gateway_id: this.gatewayId, instance: this.instance };
-    return this.#post(`${accountPath(accountId)}/lease`, body, LeaseResponse, opts);
+    return this.#post(`${accountPath(accountId)}/lease`, body, checkLeaseResponse, opts);
   }
 
   /**
@@ -119,7 +124,7 @@ export class WorkerClient {
         `${accountPath(accountId)}/changes`,
         body,
         'application/json',
-        ChangesResponse,
+        checkChangesResponse,
         opts,
       );
     } catch (err) {
@@ -158,7 +163,7 @@ export class WorkerClient {
     });
     const text = await res.text();
     if (!res.ok) throw new WorkerHttpError(res.status, errorType(text), url.pathname);
-    return OutgoingMessage.parse(JSON.parse(text));
+    return checkOutgoingMessage(JSON.parse(text));
   }
 
   /**
@@ -170,19 +175,19 @@ export class WorkerClient {
     await this.#send('PUT', path, source, 'message/rfc822', null, opts);
   }
 
-  #post<S extends z.ZodType>(path: string, payload: unknown, schema: S | null, opts: PostOptions = {}) {
-    return this.#send('POST', path, JSON.stringify(payload), 'application/json', schema, opts);
+  #post<T>(path: string, payload: unknown, check: ((value: unknown) => T) | null, opts: PostOptions = {}) {
+    return this.#send('POST', path, JSON.stringify(payload), 'application/json', check, opts);
   }
 
   /** Retries network failures, 5xx and 429 with backoff; 4xx throws WorkerHttpError; abort throws Aborted. */
-  async #send<S extends z.ZodType>(
+  async #send<T>(
     method: 'POST' | 'PUT',
     path: string,
     body: string | Uint8Array,
     contentType: string,
-    schema: S | null,
+    check: ((value: unknown) => T) | null,
     opts: PostOptions = {},
-  ): Promise<z.infer<S>> {
+  ): Promise<T> {
     const url = new URL(path, this.#base);
     for (let attempt = 0; ; attempt++) {
       if (opts.signal?.aborted) throw new Aborted(`aborted: ${path}`);
@@ -198,10 +203,12 @@ export class WorkerClient {
         });
         const text = await res.text();
         if (res.ok) {
-          if (!schema) return undefined as z.infer<S>;
-          const parsed = schema.safeParse(JSON.parse(text));
-          if (parsed.success) return parsed.data;
-          failure = `invalid response body from ${path}`;
+          if (!check) return undefined as T;
+          try {
+            return check(JSON.parse(text));
+          } catch (err) {
+            failure = `invalid response body from ${path}: ${err instanceof Error ? err.message : String(err)}`;
+          }
         } else if (res.status >= 500 || res.status === 429) {
           failure = `status ${res.status}`;
         } else {
@@ -306,7 +313,7 @@ export class WorkerClient {
   async #answer(ws: WebSocket, data: unknown, handle: (request: GatewayRequest) => Promise<unknown>): Promise<void> {
     let message: WorkerToGateway;
     try {
-      message = WorkerToGateway.parse(JSON.parse(String(data)));
+      message = checkWorkerToGateway(JSON.parse(String(data)));
     } catch {
       this.#log.warn('control socket: ignored a malformed message');
       return;

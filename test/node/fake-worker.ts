@@ -7,10 +7,10 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { LEASE_LOST_TYPE } from '../../common/relay-limits.ts';
 import {
   ChangesRequest,
   HeartbeatRequest,
-  LEASE_LOST_TYPE,
   LeaseRequest,
   StatusRequest,
   type AccountStatus,

@@ -2,7 +2,7 @@
 // gateway. Mail spread over 40 days is put into the mailbox before the account connects; only the
 // window's mail may enter, newest first in pages, while new mail keeps arriving.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_BATCH_MESSAGES } from '../../common/relay.ts';
+import { MAX_BATCH_MESSAGES } from '../../common/relay-limits.ts';
 import { openImap } from '../mailserver/client.ts';
 import type { MailServer } from '../mailserver/mailserver.ts';
 import { mailboxIntent } from './connect.ts';

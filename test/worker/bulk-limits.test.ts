@@ -4,7 +4,7 @@
 import { runDurableObjectAlarm } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
-import { MAX_BATCH_MESSAGES } from '../../common/relay.ts';
+import { MAX_BATCH_MESSAGES } from '../../common/relay-limits.ts';
 import { PURGE_ACCOUNT_ROWS_SQL, PURGE_EMAIL_IDS_SQL } from '../../worker/accounts/purge.ts';
 import { REMOVED_ACCOUNTS } from '../../worker/accounts/removed.ts';
 import { COUNT_DOWN_SQL } from '../../worker/contacts/counts.ts';

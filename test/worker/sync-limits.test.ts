@@ -5,7 +5,8 @@
 // message are counted too, and what was written is read back through the API (segments by byte range).
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
-import { type Change, MAX_BATCH_BYTES, MAX_BATCH_MESSAGES, type MessageIn } from '../../common/relay.ts';
+import { MAX_BATCH_BYTES, MAX_BATCH_MESSAGES } from '../../common/relay-limits.ts';
+import type { Change, MessageIn } from '../../common/relay.ts';
 import { api } from './helpers.ts';
 import { invocation, LIMITS, meterObject, newMeter, type Meter } from './metered.ts';
 import { createSyncedAccount, messageIn, outbox, rawMessage } from './sync-helpers.ts';

@@ -5,12 +5,10 @@
  */
 import { Hono, type Context } from 'hono';
 import type { z } from 'zod';
+import { GATEWAY_ID_IN_USE_TYPE, LEASE_LOST_TYPE, OUT_OF_ORDER_TYPE } from '../../common/relay-limits.ts';
 import {
   ChangesRequest,
-  GATEWAY_ID_IN_USE_TYPE,
   HeartbeatRequest,
-  LEASE_LOST_TYPE,
-  OUT_OF_ORDER_TYPE,
   LeaseRequest,
   ReleaseRequest,
   SendOutcome,

@@ -34,6 +34,10 @@ function build() {
       '--log-level=warning',
       `--outfile=${temporary}`,
       '--external:nodemailer',
+      // Dependencies that imapflow loads but the gateway (almost) never uses are loaded on first use:
+      // gateway/lazy/ says why for each.
+      '--alias:encoding-japanese=./gateway/lazy/encoding-japanese.cjs',
+      '--alias:pino=./gateway/lazy/pino.cjs',
       // Without comments and blank space the source V8 keeps in memory is a third smaller (and all
       // ASCII, one byte a character): about 8 MiB less RSS. Names are kept, so stack traces still read.
       '--minify-whitespace',

@@ -144,7 +144,10 @@ describe('the gateway checks what the Worker sends without zod', () => {
     expect(readFileSync(RELAY_SCHEMAS_FILE, 'utf8'), 'gateway/relay-schemas.json is stale').toBe(relaySchemasJson());
   });
 
-  for (const [name, { zod, valid }] of Object.entries(SAMPLES) as [RelayCheckedName, (typeof SAMPLES)[RelayCheckedName]][]) {
+  for (const [name, { zod, valid }] of Object.entries(SAMPLES) as [
+    RelayCheckedName,
+    (typeof SAMPLES)[RelayCheckedName],
+  ][]) {
     it(`${name}: accepts and refuses exactly what zod does`, () => {
       const check = relayCheck(name);
       let compared = 0;

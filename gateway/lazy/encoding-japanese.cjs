@@ -3,4 +3,4 @@
 // sources; it would decode Japanese text only in an envelope or a download, which it never asks for.
 const { lazyModule } = require('./lazy-module.cjs');
 
-module.exports = lazyModule(() => require('../../node_modules/encoding-japanese/src/index.js'));
+module.exports = lazyModule(() => require('encoding-japanese'));

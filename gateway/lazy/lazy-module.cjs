@@ -1,7 +1,7 @@
 // A stand-in for a dependency that the gateway's libraries import when they load but that the
 // gateway rarely or never uses: the real module is loaded and initialised the first time one of its
-// properties is read or it is called. scripts/gateway.mjs aliases such packages to the files beside
-// this one when it bundles the gateway (README "Known limits": what each saves).
+// properties is read or it is called. When scripts/build-gateway.mjs bundles the gateway, imports of
+// such packages get the files beside this one, and the real packages stay in node_modules.
 function lazyModule(load) {
   let real;
   const module = () => {

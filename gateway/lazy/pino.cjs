@@ -1,6 +1,5 @@
 // pino for the gateway bundle (see lazy-module.cjs): imapflow imports it for a default logger it
 // creates only for a connection given no logger, and the gateway gives each connection its own.
-// Loading it costs worker_threads and its transports' code (about 1.5 MiB).
 const { lazyModule } = require('./lazy-module.cjs');
 
-module.exports = lazyModule(() => require('../../node_modules/pino/pino.js'));
+module.exports = lazyModule(() => require('pino'));

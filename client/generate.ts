@@ -21,7 +21,7 @@ export async function generated(): Promise<{ document: string; types: string }> 
   return { document, types: header + astToString(ast) };
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const { document, types } = await generated();
   writeFileSync(DOCUMENT_FILE, document);
   writeFileSync(TYPES_FILE, types);

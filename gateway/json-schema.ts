@@ -10,7 +10,7 @@ export type JsonSchema = { [keyword: string]: unknown } | boolean;
 /** Checks a value; answers null when it fits, else what is wrong and where (`$.a[2].b`). */
 export type Check = (value: unknown, at?: string) => string | null;
 
-const IGNORED = new Set(['$schema', 'description', 'title', 'default', 'examples']);
+const IGNORED = new Set(['$schema', 'description', 'title', 'examples']);
 
 function typeOf(value: unknown): string {
   if (value === null) return 'null';

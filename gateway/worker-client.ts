@@ -163,7 +163,9 @@ export class WorkerClient {
     });
     const text = await res.text();
     if (!res.ok) throw new WorkerHttpError(res.status, errorType(text), url.pathname);
-    return checkOutgoingMessage(JSON.parse(text));
+    const body = parseChecked(text, checkOutgoingMessage);
+    if (!body.ok) throw new Error(`invalid outgoing message from the Worker: ${body.problem}`);
+    return body.value;
   }
 
   /**
@@ -204,11 +206,9 @@ export class WorkerClient {
         const text = await res.text();
         if (res.ok) {
           if (!check) return undefined as T;
-          try {
-            return check(JSON.parse(text));
-          } catch (err) {
-            failure = `invalid response body from ${path}: ${err instanceof Error ? err.message : String(err)}`;
-          }
+          const body = parseChecked(text, check);
+          if (body.ok) return body.value;
+          failure = `invalid response body from ${path}: ${body.problem}`;
         } else if (res.status >= 500 || res.status === 429) {
           failure = `status ${res.status}`;
         } else {
@@ -311,13 +311,12 @@ export class WorkerClient {
    * when the old one died before answering) gets the first run's answer: it is never run twice.
    */
   async #answer(ws: WebSocket, data: unknown, handle: (request: GatewayRequest) => Promise<unknown>): Promise<void> {
-    let message: WorkerToGateway;
-    try {
-      message = checkWorkerToGateway(JSON.parse(String(data)));
-    } catch {
-      this.#log.warn('control socket: ignored a malformed message');
+    const parsed = parseChecked(String(data), checkWorkerToGateway);
+    if (!parsed.ok) {
+      this.#log.warn('control socket: ignored a malformed message', { problem: parsed.problem.slice(0, 200) });
       return;
     }
+    const message = parsed.value;
     this.#forgetOldRequests();
     let run = this.#requests.get(message.id);
     if (!run) {
@@ -357,6 +356,27 @@ export class WorkerClient {
     const before = Date.now() - REMEMBER_ANSWERS_MS;
     for (const [id, run] of this.#requests)
       if (run.finishedAt !== null && run.finishedAt < before) this.#requests.delete(id);
+  }
+}
+
+/**
+ * A JSON body checked against its relay schema. The problem named never quotes the body (a lease
+ * answer carries passwords): the parser's own message would, so it is left out.
+ */
+function parseChecked<T>(
+  text: string,
+  check: (value: unknown) => T,
+): { ok: true; value: T } | { ok: false; problem: string } {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return { ok: false, problem: 'not JSON' };
+  }
+  try {
+    return { ok: true, value: check(value) };
+  } catch (err) {
+    return { ok: false, problem: err instanceof Error ? err.message : String(err) };
   }
 }
 

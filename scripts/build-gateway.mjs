@@ -8,6 +8,7 @@
 // - the packages in LAZY, which imapflow imports when it loads but the gateway uses rarely or never:
 //   imapflow's imports of them get the stand-ins in gateway/lazy/ (each says what it saves), which
 //   require the real package on first use.
+import { realpathSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -16,16 +17,29 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const lazyDir = join(root, 'gateway', 'lazy');
 const LAZY = ['iconv-lite', 'encoding-japanese', 'pino'];
 
-/** Imports of a LAZY package go to its stand-in; the stand-in's own import stays a runtime require. */
+/**
+ * Imports of a LAZY package go to its stand-in; the stand-in's own import stays a runtime require,
+ * which finds the copy in the top node_modules: the build fails if an importer would get another.
+ */
 const lazyPackages = {
   name: 'lazy-packages',
   setup(build) {
     const filter = new RegExp(`^(${LAZY.map((name) => name.replace(/[-]/g, '\\-')).join('|')})$`);
-    build.onResolve({ filter }, (args) =>
-      dirname(args.importer) === lazyDir && basename(args.importer) === `${args.path}.cjs`
-        ? { path: args.path, external: true }
-        : { path: join(lazyDir, `${args.path}.cjs`) },
-    );
+    build.onResolve({ filter }, async (args) => {
+      if (args.pluginData === 'resolving') return undefined;
+      if (dirname(args.importer) === lazyDir && basename(args.importer) === `${args.path}.cjs`)
+        return { path: args.path, external: true };
+      const real = await build.resolve(args.path, {
+        kind: args.kind,
+        resolveDir: args.resolveDir,
+        pluginData: 'resolving',
+      });
+      // Real paths: node_modules may be a link (a worktree sharing another's).
+      const top = realpathSync(join(root, 'node_modules', args.path));
+      if (real.errors.length || !real.path.startsWith(`${top}/`))
+        return { errors: [{ text: `${args.importer} would get ${real.path || args.path}, not ${top}: update LAZY` }] };
+      return { path: join(lazyDir, `${args.path}.cjs`) };
+    });
   },
 };
 
@@ -53,4 +67,4 @@ export async function buildGateway(outfile, entry = join(root, 'gateway', 'main.
   });
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) await buildGateway(process.argv[2], process.argv[3]);
+if (process.argv[1] === fileURLToPath(import.meta.url)) await buildGateway(process.argv[2], process.argv[3]);

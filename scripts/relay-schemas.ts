@@ -26,12 +26,28 @@ export function relaySchemasJson(): string {
   const schemas: Record<string, unknown> = {};
   for (const [name, zodSchema] of Object.entries(RECEIVED_BY_GATEWAY)) {
     const { $schema: _, ...schema } = z.toJSONSchema(zodSchema, { io: 'input', unrepresentable: 'throw' });
+    // The gateway gets the value as it arrived: a schema whose parse would change it (a default, a
+    // transform, a coercion) cannot be checked this way, and its input and output shapes differ.
+    const { $schema: __, ...output } = z.toJSONSchema(zodSchema, { io: 'output', unrepresentable: 'throw' });
+    if (JSON.stringify(stripClosed(output)) !== JSON.stringify(schema))
+      throw new Error(`${name}: parsing changes the value (default, transform or coercion): not checkable without zod`);
     schemas[name] = schema;
   }
   return `${JSON.stringify(schemas, null, 2)}\n`;
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+/** The output shape closes objects (`additionalProperties: false`); the input shape does not. */
+function stripClosed(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(stripClosed);
+  if (!schema || typeof schema !== 'object') return schema;
+  return Object.fromEntries(
+    Object.entries(schema)
+      .filter(([key, value]) => !(key === 'additionalProperties' && value === false))
+      .map(([key, value]) => [key, stripClosed(value)]),
+  );
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
   writeFileSync(RELAY_SCHEMAS_FILE, relaySchemasJson());
   console.log('wrote gateway/relay-schemas.json');
 }

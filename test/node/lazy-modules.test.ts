@@ -4,7 +4,7 @@
  * imports them, and once used they behave as the real modules do, whether read as a module or called.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,6 +39,9 @@ describe('dependencies the gateway bundle loads on first use', () => {
     }
     // The tables of the real packages are not in the bundle.
     expect(bundle).not.toContain('JIS_TO_UTF8');
+    // Nor zod: the gateway checks the Worker's messages without it (a value import of
+    // common/relay.ts from gateway/ would bring its 9 MiB back; import types only).
+    expect(bundle).not.toMatch(/ZodError|\$ZodType/);
 
     // What imapflow does: import them all when it loads, and use them later.
     // Inside the tree (dist/ is git-ignored), so that the bundle finds node_modules as the gateway's does.
@@ -76,6 +79,23 @@ describe('dependencies the gateway bundle loads on first use', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('is imported by imapflow and libmime only in the forms the stand-ins serve (default import, require)', () => {
+    const named =
+      /import\s*(\*\s*as\s+\w+|\{[^}]*\}|\w+\s*,\s*\{[^}]*\})\s*from\s*['"](iconv-lite|encoding-japanese|pino)['"]/;
+    const destructured = /\{[^}]*\}\s*=\s*require\(['"](iconv-lite|encoding-japanese|pino)['"]\)/;
+    const dirs = ['imapflow/dist/esm', 'libmime/lib'].map((dir) => join(root, 'node_modules', dir));
+    let importers = 0;
+    for (const dir of dirs) {
+      for (const file of readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.js'))) {
+        const text = readFileSync(join(dir, file), 'utf8');
+        if (/['"](iconv-lite|encoding-japanese|pino)['"]/.test(text)) importers++;
+        expect(text, `${dir}/${file}`).not.toMatch(named);
+        expect(text, `${dir}/${file}`).not.toMatch(destructured);
+      }
+    }
+    expect(importers).toBeGreaterThanOrEqual(4);
   });
 });
 

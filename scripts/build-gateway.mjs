@@ -9,7 +9,7 @@
 //   imapflow's imports of them get the stand-ins in gateway/lazy/ (each says what it saves), which
 //   require the real package on first use.
 import { realpathSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
@@ -24,11 +24,10 @@ const LAZY = ['iconv-lite', 'encoding-japanese', 'pino'];
 const lazyPackages = {
   name: 'lazy-packages',
   setup(build) {
-    const filter = new RegExp(`^(${LAZY.map((name) => name.replace(/[-]/g, '\\-')).join('|')})$`);
+    const filter = new RegExp(`^(${LAZY.join('|')})$`);
     build.onResolve({ filter }, async (args) => {
       if (args.pluginData === 'resolving') return undefined;
-      if (dirname(args.importer) === lazyDir && basename(args.importer) === `${args.path}.cjs`)
-        return { path: args.path, external: true };
+      if (args.importer === join(lazyDir, `${args.path}.cjs`)) return { path: args.path, external: true };
       const real = await build.resolve(args.path, {
         kind: args.kind,
         resolveDir: args.resolveDir,

@@ -8,6 +8,7 @@ import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test'
 import { env } from 'cloudflare:workers';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../worker/app.ts';
+import { BODY_TEXT_LIMIT, THREAD_BODY_LIMIT } from '../../worker/mcp/present.ts';
 import { openApiDocument } from '../../worker/openapi/document.ts';
 import { ADMIN_KEY, api } from './helpers.ts';
 import { meteredEnv, newMeter } from './metered.ts';
@@ -89,6 +90,66 @@ describe('the MCP endpoint', () => {
       text: 'The figures are attached.',
       offset: 0,
       next_offset: null,
+    });
+  });
+
+  it('cuts long bodies at the documented length, reads on with body_offset, and reduces HTML to text', async () => {
+    const long = `${'All work and no play. '.repeat(2100)}THE END`;
+    await account.deliver('INBOX', { subject: 'Long read', text: long });
+    const html = [
+      'From: News <news@example.test>',
+      'To: mcp@example.com',
+      'Subject: Newsletter',
+      `Date: ${new Date().toUTCString()}`,
+      `Message-ID: <${crypto.randomUUID()}@example.test>`,
+      'MIME-Version: 1.0',
+      'Content-Type: text/html; charset=utf-8',
+      '',
+      '<html><head><style>p{color:red}</style></head><body><p>Big <b>news</b> &amp; more</p><script>x()</script></body></html>',
+      '',
+    ].join('\r\n');
+    await account.deliverRaw('INBOX', [{ raw: html }]);
+    const { client } = await connect();
+    const search = async (subject: string) =>
+      ((await client.callTool({ name: 'search_emails', arguments: { subject } })).structuredContent as any).emails[0];
+
+    const longId = (await search('Long read')).id;
+    const parts: string[] = [];
+    let offset: number | null = 0;
+    while (offset !== null) {
+      const read = await client.callTool({ name: 'get_email', arguments: { email_id: longId, body_offset: offset } });
+      const body = (read.structuredContent as any).body;
+      expect(body.text.length).toBeLessThanOrEqual(BODY_TEXT_LIMIT);
+      expect(body.length).toBe(long.length);
+      if (body.next_offset !== null) expect(body.note).toContain(`body_offset ${body.next_offset}`);
+      else expect(body.note).toBeUndefined();
+      parts.push(body.text);
+      offset = body.next_offset;
+    }
+    expect(parts).toHaveLength(3);
+    expect(parts.join('')).toBe(long);
+    const beyond = await client.callTool({ name: 'get_email', arguments: { email_id: longId, body_offset: 99_999 } });
+    expect((beyond.content as any)[0].text).toBe(`body_offset: the body has only ${long.length} characters`);
+
+    const thread = await client.callTool({
+      name: 'get_thread',
+      arguments: { account_id: account.id, email_id: longId },
+    });
+    const [inThread] = (thread.structuredContent as any).emails;
+    expect(inThread.body.text).toHaveLength(THREAD_BODY_LIMIT);
+    expect(inThread.body.note).toContain(
+      `Call get_email with email_id "${longId}" and body_offset ${THREAD_BODY_LIMIT}`,
+    );
+
+    const news = await client.callTool({ name: 'get_email', arguments: { email_id: (await search('Newsletter')).id } });
+    expect((news.structuredContent as any).body.text).toBe('Big news & more');
+    const withHeaders = await client.callTool({
+      name: 'search_emails',
+      arguments: { subject: 'Newsletter', include_headers: true },
+    });
+    expect((withHeaders.structuredContent as any).emails[0].headers).toContainEqual({
+      name: 'Subject',
+      value: 'Newsletter',
     });
   });
 

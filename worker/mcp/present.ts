@@ -17,7 +17,7 @@ export const THREAD_BODY_LIMIT = 4_000;
 const address = (a: z.output<typeof Attendee>) =>
   a.display_name ? `${a.display_name} <${a.identifier}>` : a.identifier;
 
-/** An email in a list: who, when, what, and its state; no bodies. */
+/** An email in a list: who, when, what, and its state; no bodies (headers when asked for). */
 export function emailSummary(item: EmailListItem) {
   return {
     id: item.id,
@@ -35,6 +35,8 @@ export function emailSummary(item: EmailListItem) {
     role: item.role,
     folders: item.folder_ids,
     ...(item.object === 'Draft' ? { draft: true } : {}),
+    // Only with include_headers: true.
+    ...(item.headers ? { headers: item.headers } : {}),
   };
 }
 

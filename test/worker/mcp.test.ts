@@ -153,6 +153,29 @@ describe('the MCP endpoint', () => {
     });
   });
 
+  it('takes one message per request, within 4 MB', async () => {
+    const post = (body: string) =>
+      workerFetch('https://mail.example.com/mcp', {
+        method: 'POST',
+        headers: {
+          Authorization: `Bearer ${ADMIN_KEY}`,
+          'Content-Type': 'application/json',
+          Accept: 'application/json, text/event-stream',
+        },
+        body,
+      });
+    const call = { jsonrpc: '2.0', method: 'tools/call', params: { name: 'list_accounts', arguments: {} } };
+    meter.d1 = 0;
+    const batch = await post(JSON.stringify([1, 2, 3].map((id) => ({ ...call, id }))));
+    expect(batch.status).toBe(400);
+    expect(await batch.json()).toMatchObject({ error: { code: -32600 } });
+    expect(meter.d1).toBe(0);
+    const tooBig = await post(JSON.stringify({ ...call, id: 1, params: { ...call.params, pad: 'x'.repeat(4 << 20) } }));
+    expect(tooBig.status).toBe(413);
+    expect(await tooBig.json()).toMatchObject({ type: 'errors/payload_too_large' });
+    expect((await post('{"jsonrpc": "2.0", ')).status).toBe(400);
+  });
+
   it('answers GET and DELETE with 405 (stateless: no stream, no session)', async () => {
     for (const method of ['GET', 'DELETE']) {
       const res = await workerFetch('https://mail.example.com/mcp', {

@@ -45,7 +45,7 @@ export function mcpEndpoint(restFetch: Hono<AppEnv>['fetch']) {
         key: mcpApiKey(c)!,
         fetch: async (request: Request) => restFetch(request, c.env, c.executionCtx),
       };
-      return answer(c.req.raw, rest, MAX_MCP_BODY_BYTES);
+      return answer(c.req.raw, rest);
     },
   );
 }

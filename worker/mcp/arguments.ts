@@ -1,12 +1,12 @@
 /**
- * A tool's arguments are the inputs of one REST operation, taken from the OpenAPI document (which is
- * generated from the zod schemas the route validates with): its path and query parameters, the
+ * A tool's arguments are the inputs of one REST operation, as the OpenAPI document describes them
+ * (generated from the zod schemas the route validates with): its path and query parameters, the
  * Idempotency-Key header as `idempotency_key`, and the fields of its JSON body, side by side in one
  * object. The tool's input schema is that description, and a call becomes that REST request, so the
  * route's own validation judges the arguments and its refusal is the tool's, word for word.
  */
 import { invalid } from '../lib/errors.ts';
-import { fullPath, openApiDocument } from '../openapi/document.ts';
+import { fullPath, operationObject } from '../openapi/document.ts';
 import { OPERATIONS } from '../openapi/operations.ts';
 
 type Json = Record<string, any>;
@@ -37,8 +37,9 @@ const argumentName = (header: string) => header.toLowerCase().replaceAll('-', '_
 export function operationInput(operationId: string): OperationInput {
   const op = OPERATIONS.find((o) => o.operationId === operationId);
   if (!op) throw new Error(`no operation ${operationId}`);
-  const doc = openApiDocument() as Json;
-  const described: Json = doc.paths[fullPath(op)][op.method];
+  // The operation as the OpenAPI document describes it (built alone: the whole document is not needed).
+  const requestSchemas: Record<string, Json> = {};
+  const described = operationObject(op, requestSchemas) as Json;
   const places = new Map<string, { place: Place; name: string }>();
   const schema: ObjectSchema = { type: 'object', properties: {}, required: [], additionalProperties: false };
   const add = (arg: string, place: Place, name: string, property: Json, required: boolean) => {
@@ -53,7 +54,7 @@ export function operationInput(operationId: string): OperationInput {
   }
   const bodyRef: string | undefined = described.requestBody?.content['application/json'].schema.$ref;
   if (bodyRef) {
-    const body: Json = doc.components.schemas[bodyRef.split('/').pop()!];
+    const body: Json = requestSchemas[bodyRef.split('/').pop()!]!;
     const required = new Set<string>(body.required ?? []);
     for (const [name, property] of Object.entries(body.properties as Json))
       add(name, 'body', name, property, required.has(name));

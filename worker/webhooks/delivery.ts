@@ -173,15 +173,18 @@ async function attempt(
   io: { secrets: SecretCache; write: (s: D1PreparedStatement) => Promise<Updated | null> },
   manual: boolean,
 ): Promise<DeliveryRow> {
-  // The endpoint as it is now: a pause, deletion, new URL or narrower filter since the claim counts.
-  const current = await currentEndpoint(env.DB, claimed);
-  if (!current) {
+  // The endpoint as it is just before the call: a pause, deletion, new URL or narrower filter since the claim counts.
+  let row = claimed;
+  const outcome = await makeCall(env, options, io.secrets, claimed, async () => {
+    const current = await currentEndpoint(env.DB, claimed);
+    if (current) row = { ...claimed, ...current };
+    return current;
+  });
+  if (!outcome) {
     console.log(`webhook call ${claimed.id} to ${claimed.endpoint_id} ${NO_LONGER_WANTED}`);
     const updated = await io.write(dropStatement(env.DB, options, claimed, manual));
     return updated ? { ...claimed, ...updated } : claimed;
   }
-  const row = { ...claimed, ...current };
-  const outcome = await makeCall(env, options, io.secrets, row);
   const { statement, retryAt, delayMs } = recordStatement(env.DB, options, row, outcome, manual);
   const updated = await io.write(statement);
   if (!updated) return row; // deleted meanwhile

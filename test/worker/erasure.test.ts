@@ -28,10 +28,10 @@ const ROWS_OF_ACCOUNT: Record<string, string> = {
   email_search: 'SELECT COUNT(*) AS n FROM email_search WHERE account_id = ?1',
   outgoing_messages: 'SELECT COUNT(*) AS n FROM outgoing_messages WHERE account_id = ?1',
   idempotency_keys: 'SELECT COUNT(*) AS n FROM idempotency_keys WHERE account_id = ?1',
-  tracking_hits: "SELECT COUNT(*) AS n FROM tracking_hits WHERE tracking_id = 'trk_erasure'",
+  tracking_hits: "SELECT COUNT(*) AS n FROM tracking_hits WHERE tracking_id = 'trk_erasure' AND ?1 IS NOT NULL",
   events: "SELECT COUNT(*) AS n FROM events WHERE account_id = ?1 AND type != 'account.remove'",
   webhook_conversations:
-    'SELECT COUNT(*) AS n FROM webhook_conversations WHERE event_id NOT IN (SELECT id FROM events)',
+    'SELECT COUNT(*) AS n FROM webhook_conversations WHERE event_id NOT IN (SELECT id FROM events) AND ?1 IS NOT NULL',
 };
 
 describe('removing an account', () => {

@@ -1,7 +1,8 @@
 // End to end: a send's life belongs to the account's object. A gateway killed after the SMTP server
 // has the message (its reply held by a proxy) and restarted with the same GATEWAY_ID is never asked
 // to send it again; a client that goes away mid-send, then retries after the claim-takeover window,
-// gets the send's own result. Either way the recipient has exactly one message.
+// gets the send's own result. Either way the recipient has exactly one message. And one account's
+// queue of sends is bounded, each send's budget running from its admission.
 import type { ImapFlow } from 'imapflow';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openImap } from '../mailserver/client.ts';
@@ -13,6 +14,8 @@ import { slowProxy, type SlowProxy } from './smtp-proxy.ts';
 const GATEWAY = 'gw-lifecycle';
 /** The server's reply to the body is held this long: the gateway is killed, or the client leaves, meanwhile. */
 const HOLD_MS = 8_000;
+/** SEND_QUEUE_LIMIT in this test. */
+const QUEUE = 10;
 
 let mail: MailServer;
 let service: Service;
@@ -64,7 +67,9 @@ const settled = (body: unknown, key: string) =>
 
 beforeAll(async () => {
   mail = await startMailServer();
-  service = await startService({ workerEnv: { SEND_TIMEOUT_SECONDS: '60', IDEMPOTENCY_ABANDONED_SECONDS: '2' } });
+  service = await startService({
+    workerEnv: { SEND_TIMEOUT_SECONDS: '60', IDEMPOTENCY_ABANDONED_SECONDS: '2', SEND_QUEUE_LIMIT: String(QUEUE) },
+  });
   gateway = startGateway();
   proxy = await slowProxy(mail.smtpsPort, 200_000, HOLD_MS);
   alice = await connectMailbox(service, mail, 'alice', { smtp_port: proxy.port, smtp_encryption: 'SSL' });
@@ -127,5 +132,46 @@ describe('a send owned by the account object', () => {
       timeoutMs: 60_000,
     });
     expect(await inBob(subject)).toBe(1);
+  });
+
+  it(`queues ${QUEUE} sends against a server answering after 20 s each: each goes out once or fails clearly, the ${QUEUE + 1}th is a 429`, {
+    timeout: 240_000,
+  }, async () => {
+    proxy.holdMs = 20_000;
+    const run = `queued-${Date.now()}`;
+    const outgoingRows = () =>
+      service.query<{ n: number }>('SELECT COUNT(*) AS n FROM outgoing_messages WHERE account_id = ?', alice.id)[0]!.n;
+    const before = outgoingRows();
+    const bodies = Array.from({ length: QUEUE }, (_, k) => message(`${run}-${k}`));
+    const firsts = bodies.map((body, k) => send(body, `${run}-key-${k}`));
+    // Every one admitted (its outgoing record written): the queue is full.
+    await eventually(() => outgoingRows() - before >= QUEUE || null, { what: 'all sends admitted', timeoutMs: 15_000 });
+    const extra = await fetch(`${service.base}/api/v1/emails`, {
+      method: 'POST',
+      headers: { 'X-API-KEY': service.adminKey, 'Content-Type': 'application/json', 'Idempotency-Key': `${run}-extra` },
+      body: JSON.stringify(message(`${run}-extra`)),
+    });
+    expect(extra.status).toBe(429);
+    expect(((await extra.json()) as { type: string }).type).toBe('errors/rate_limited');
+    expect(Number(extra.headers.get('Retry-After'))).toBeGreaterThan(0);
+    expect(outgoingRows() - before).toBe(QUEUE); // nothing stored for it
+
+    const answers = await Promise.all(firsts);
+    const refused = answers.filter((a) => a.status === 502 && /past its time budget/.test(a.body.detail));
+    const unknown = answers.filter((a) => a.status === 502 && /may still go out/.test(a.body.detail));
+    expect(answers.filter((a) => a.status === 200).length).toBeGreaterThan(0);
+    expect(refused.length).toBeGreaterThan(0);
+    expect(answers.length).toBe(answers.filter((a) => a.status === 200).length + refused.length + unknown.length);
+
+    // Retries of everything that may have gone out: the first result, nothing sent again.
+    proxy.holdMs = HOLD_MS;
+    for (const [k, a] of answers.entries()) {
+      if (refused.includes(a)) continue;
+      const result = await settled(bodies[k], `${run}-key-${k}`);
+      expect(result.status).toBe(200);
+    }
+    for (const [k, a] of answers.entries())
+      expect(await inBob(`${run}-${k}`), `send ${k}`).toBe(refused.includes(a) ? 0 : 1);
+    expect(await inBob(`${run}-extra`)).toBe(0);
   });
 });

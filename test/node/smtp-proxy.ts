@@ -3,19 +3,21 @@ import net from 'node:net';
 
 export interface SlowProxy {
   port: number;
-  /** Connections whose replies were held. */
+  /** Replies held so far (one per message body). */
   held: number;
+  /** How long the next replies are held (may be changed between tests). */
+  holdMs: number;
   close(): void;
 }
 
 /**
- * A TCP proxy (TLS passes through untouched) that, once the client sent more than `threshold`
- * bytes on a connection, holds what the server says next for `holdMs` (keep it well under
- * nodemailer's socket timeout): the end-of-DATA reply. The server has the message by then.
+ * A TCP proxy (TLS passes through untouched) that, each time the client sent more than `threshold`
+ * bytes on a connection since the last hold, holds what the server says next for `holdMs` (keep it
+ * well under nodemailer's socket timeout): the end-of-DATA reply. The server has the message by then.
  */
 export async function slowProxy(upstreamPort: number, threshold: number, holdMs: number): Promise<SlowProxy> {
   const sockets = new Set<net.Socket>();
-  const proxy: SlowProxy = { port: 0, held: 0, close: () => undefined };
+  const proxy: SlowProxy = { port: 0, held: 0, holdMs, close: () => undefined };
   const server = net.createServer((client) => {
     const upstream = net.connect(upstreamPort, '127.0.0.1');
     sockets.add(client).add(upstream);
@@ -24,12 +26,13 @@ export async function slowProxy(upstreamPort: number, threshold: number, holdMs:
     const queue: Buffer[] = [];
     client.on('data', (chunk: Buffer) => {
       sent += chunk.length;
-      if (releaseAt === 0 && sent > threshold) {
-        releaseAt = Date.now() + holdMs;
+      if (Date.now() >= releaseAt && sent > threshold) {
+        sent = 0;
+        releaseAt = Date.now() + proxy.holdMs;
         proxy.held += 1;
         setTimeout(() => {
           for (const part of queue.splice(0)) client.write(part);
-        }, holdMs);
+        }, proxy.holdMs);
       }
       upstream.write(chunk);
     });

@@ -47,12 +47,12 @@ async function send(body: unknown, key: string, signal?: AbortSignal) {
 }
 
 /** A message big enough for the proxy to hold its reply, to bob, with a copy to alice (its sync settles the key). */
-const message = (subject: string) => ({
+const message = (subject: string, lines = 24_000) => ({
   account_id: alice.id,
   to: [{ identifier: 'bob@example.test' }],
   cc: [{ identifier: alice.email }],
   subject,
-  body: `<p>${'held line of text '.repeat(24_000)}</p>`,
+  body: `<p>${'held line of text '.repeat(lines)}</p>`,
 });
 
 /** Retries with the key until it answers other than 409; no retry may send anything. */
@@ -137,19 +137,28 @@ describe('a send owned by the account object', () => {
   it(`queues ${QUEUE} sends against a server answering after 20 s each: each goes out once or fails clearly, the ${QUEUE + 1}th is a 429`, {
     timeout: 240_000,
   }, async () => {
+    // Small messages (quick to compose), each held 20 s at the server.
     proxy.holdMs = 20_000;
+    proxy.threshold = 8_000;
     const run = `queued-${Date.now()}`;
-    const outgoingRows = () =>
-      service.query<{ n: number }>('SELECT COUNT(*) AS n FROM outgoing_messages WHERE account_id = ?', alice.id)[0]!.n;
-    const before = outgoingRows();
-    const bodies = Array.from({ length: QUEUE }, (_, k) => message(`${run}-${k}`));
+    const outgoingRows = (outcome = '%') =>
+      service.query<{ n: number }>(
+        'SELECT COUNT(*) AS n FROM outgoing_messages WHERE account_id = ? AND outcome LIKE ?',
+        alice.id,
+        outcome,
+      )[0]!.n;
+    const [before, pendingBefore] = [outgoingRows(), outgoingRows('pending')];
+    const bodies = Array.from({ length: QUEUE }, (_, k) => message(`${run}-${k}`, 1_000));
     const firsts = bodies.map((body, k) => send(body, `${run}-key-${k}`));
-    // Every one admitted (its outgoing record written): the queue is full.
-    await eventually(() => outgoingRows() - before >= QUEUE || null, { what: 'all sends admitted', timeoutMs: 15_000 });
+    // Every one admitted (its outgoing record written) and none finished: the queue is full.
+    await eventually(() => outgoingRows('pending') - pendingBefore >= QUEUE || null, {
+      what: 'all sends admitted',
+      timeoutMs: 15_000,
+    });
     const extra = await fetch(`${service.base}/api/v1/emails`, {
       method: 'POST',
       headers: { 'X-API-KEY': service.adminKey, 'Content-Type': 'application/json', 'Idempotency-Key': `${run}-extra` },
-      body: JSON.stringify(message(`${run}-extra`)),
+      body: JSON.stringify(message(`${run}-extra`, 10)),
     });
     expect(extra.status).toBe(429);
     expect(((await extra.json()) as { type: string }).type).toBe('errors/rate_limited');
@@ -165,6 +174,7 @@ describe('a send owned by the account object', () => {
 
     // Retries of everything that may have gone out: the first result, nothing sent again.
     proxy.holdMs = HOLD_MS;
+    proxy.threshold = 200_000;
     for (const [k, a] of answers.entries()) {
       if (refused.includes(a)) continue;
       const result = await settled(bodies[k], `${run}-key-${k}`);

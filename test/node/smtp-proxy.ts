@@ -5,8 +5,9 @@ export interface SlowProxy {
   port: number;
   /** Replies held so far (one per message body). */
   held: number;
-  /** How long the next replies are held (may be changed between tests). */
+  /** How long the next replies are held, and after how many bytes from the client (may be changed between tests). */
   holdMs: number;
+  threshold: number;
   close(): void;
 }
 
@@ -17,7 +18,7 @@ export interface SlowProxy {
  */
 export async function slowProxy(upstreamPort: number, threshold: number, holdMs: number): Promise<SlowProxy> {
   const sockets = new Set<net.Socket>();
-  const proxy: SlowProxy = { port: 0, held: 0, holdMs, close: () => undefined };
+  const proxy: SlowProxy = { port: 0, held: 0, holdMs, threshold, close: () => undefined };
   const server = net.createServer((client) => {
     const upstream = net.connect(upstreamPort, '127.0.0.1');
     sockets.add(client).add(upstream);
@@ -26,7 +27,7 @@ export async function slowProxy(upstreamPort: number, threshold: number, holdMs:
     const queue: Buffer[] = [];
     client.on('data', (chunk: Buffer) => {
       sent += chunk.length;
-      if (Date.now() >= releaseAt && sent > threshold) {
+      if (Date.now() >= releaseAt && sent > proxy.threshold) {
         sent = 0;
         releaseAt = Date.now() + proxy.holdMs;
         proxy.held += 1;

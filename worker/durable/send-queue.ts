@@ -36,8 +36,8 @@ export type Admission = { ok: true; ticket: string } | { ok: false; retry_after_
 export class SendQueue {
   private readonly sql: SqlStorage;
   private readonly env: Env;
-  /** Admitted sends not finished yet: when each was admitted (its budget's start). */
-  private readonly admitted = new Map<string, { at: number; accepted: boolean }>();
+  /** Admitted sends whose message has not arrived yet: when each was admitted (its budget's start). */
+  private readonly admitted = new Map<string, number>();
   private recovered: Promise<void> | null = null;
 
   constructor(sql: SqlStorage, env: Env) {
@@ -56,22 +56,32 @@ export class SendQueue {
   async admit(): Promise<Admission> {
     await this.recover();
     const now = Date.now();
-    for (const [ticket, a] of this.admitted)
-      if (!a.accepted && now - a.at > ADMISSION_TTL_MS) this.admitted.delete(ticket);
-    if (this.admitted.size >= sendQueueLimit(this.env)) {
-      const budget = sendBudget(this.env);
-      const oldest = Math.min(...[...this.admitted.values()].map((a) => a.at));
-      const freeAt = oldest + budget.waitMs + budget.timeoutMs;
+    for (const [ticket, at] of this.admitted) if (now - at > ADMISSION_TTL_MS) this.admitted.delete(ticket);
+    // The queue: admissions waiting for their message, and accepted sends still within their budget
+    // (a send's record outlives its budget only if its run was cut short; it no longer holds a place).
+    const budgetMs = this.budgetMs();
+    const running = this.sql
+      .exec<{ accepted_ms: number }>('SELECT accepted_ms FROM sends WHERE accepted_ms > ?', now - budgetMs)
+      .toArray()
+      .map((r) => r.accepted_ms);
+    const starts = [...this.admitted.values(), ...running];
+    if (starts.length >= sendQueueLimit(this.env)) {
+      const freeAt = Math.min(...starts) + budgetMs;
       return { ok: false, retry_after_s: Math.max(1, Math.ceil((freeAt - now) / 1000)) };
     }
     const ticket = crypto.randomUUID();
-    this.admitted.set(ticket, { at: now, accepted: false });
+    this.admitted.set(ticket, now);
     return { ok: true, ticket };
   }
 
   /** Gives the place back (the request failed before its message was ready). */
   release(ticket: string): void {
-    if (!this.admitted.get(ticket)?.accepted) this.admitted.delete(ticket);
+    this.admitted.delete(ticket);
+  }
+
+  private budgetMs(): number {
+    const budget = sendBudget(this.env);
+    return budget.waitMs + budget.timeoutMs;
   }
 
   /**
@@ -86,19 +96,21 @@ export class SendQueue {
     lease: () => Lease | null,
   ): Promise<CommandAnswer<OutgoingResult>> {
     await this.recover();
-    const admission = this.admitted.get(ticket) ?? { at: Date.now(), accepted: false };
-    admission.accepted = true;
-    this.admitted.set(ticket, admission);
-    this.record(request, messageId, 'accepted', admission.at);
-    const budget = sendBudget(this.env);
-    const deadline = admission.at + budget.waitMs + budget.timeoutMs;
-    try {
-      return await chain(() => this.carryOut(request, messageId, deadline, lease));
-    } finally {
-      this.admitted.delete(ticket);
-      this.sql.exec('DELETE FROM sends WHERE name = ?', request.key);
-      await this.env.BLOBS.delete(outgoingBlobKey(request.account_id, request.key)).catch(() => undefined);
-    }
+    const admittedAt = this.admitted.get(ticket) ?? Date.now();
+    // From here its record holds its place in the queue.
+    this.record(request, messageId, 'accepted', admittedAt);
+    this.admitted.delete(ticket);
+    const deadline = admittedAt + this.budgetMs();
+    // What follows the send runs on the chain: when the caller's request is cancelled, the runtime
+    // drops this call's own continuation, while the chain carries on and ends the send.
+    return chain(async () => {
+      try {
+        return await this.carryOut(request, messageId, deadline, lease);
+      } finally {
+        this.sql.exec('DELETE FROM sends WHERE name = ?', request.key);
+        await this.env.BLOBS.delete(outgoingBlobKey(request.account_id, request.key)).catch(() => undefined);
+      }
+    });
   }
 
   private async carryOut(

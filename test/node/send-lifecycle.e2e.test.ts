@@ -86,54 +86,6 @@ afterAll(async () => {
 afterEach((ctx) => dumpLogsOnFailure(ctx, service));
 
 describe('a send owned by the account object', () => {
-  it('is never sent again when its gateway dies after the server has it and restarts with the same id', {
-    timeout: 180_000,
-  }, async () => {
-    const subject = `killed-${Date.now()}`;
-    const body = message(subject);
-    const heldBefore = proxy.held;
-    const first = send(body, 'key-killed');
-    await eventually(() => proxy.held > heldBefore || null, { what: 'the body at the server', timeoutMs: 60_000 });
-    await gateway.kill('SIGKILL');
-    gateway = startGateway();
-
-    const answer = await first;
-    expect([200, 502]).toContain(answer.status);
-    if (answer.status === 502) expect(answer.body.detail).toMatch(/may still go out: do not send it again/);
-    await eventually(async () => ((await inBob(subject)) === 1 ? true : null), {
-      what: 'the message in bob INBOX',
-      timeoutMs: 60_000,
-    });
-    // Retries never send: they wait (409), then get the result once alice's copy has synced.
-    const result = await settled(body, 'key-killed');
-    expect(result.status).toBe(200);
-    expect(result.body).toMatchObject({ object: 'EmailSent', account_id: alice.id });
-    expect(await inBob(subject)).toBe(1);
-  });
-
-  it('is sent once when the client goes away mid-send and retries after the takeover window', {
-    timeout: 180_000,
-  }, async () => {
-    const subject = `aborted-${Date.now()}`;
-    const body = message(subject);
-    const heldBefore = proxy.held;
-    const abort = new AbortController();
-    const first = send(body, 'key-aborted', abort.signal).catch((err: unknown) => err);
-    await eventually(() => proxy.held > heldBefore || null, { what: 'the body at the server', timeoutMs: 60_000 });
-    abort.abort();
-    expect(await first).toBeInstanceOf(Error);
-    // Past IDEMPOTENCY_ABANDONED_SECONDS (2 s) the claim is not taken over: its message is on its way.
-    await new Promise((r) => setTimeout(r, 3_000));
-    const result = await settled(body, 'key-aborted');
-    expect(result.status).toBe(200);
-    expect(result.body).toMatchObject({ object: 'EmailSent', account_id: alice.id });
-    await eventually(async () => ((await inBob(subject)) === 1 ? true : null), {
-      what: 'the message in bob INBOX',
-      timeoutMs: 60_000,
-    });
-    expect(await inBob(subject)).toBe(1);
-  });
-
   it(`queues ${QUEUE} sends against a server answering after 20 s each: each goes out once or fails clearly, the ${QUEUE + 1}th is a 429`, {
     timeout: 240_000,
   }, async () => {
@@ -183,5 +135,53 @@ describe('a send owned by the account object', () => {
     for (const [k, a] of answers.entries())
       expect(await inBob(`${run}-${k}`), `send ${k}`).toBe(refused.includes(a) ? 0 : 1);
     expect(await inBob(`${run}-extra`)).toBe(0);
+  });
+
+  it('is never sent again when its gateway dies after the server has it and restarts with the same id', {
+    timeout: 180_000,
+  }, async () => {
+    const subject = `killed-${Date.now()}`;
+    const body = message(subject);
+    const heldBefore = proxy.held;
+    const first = send(body, 'key-killed');
+    await eventually(() => proxy.held > heldBefore || null, { what: 'the body at the server', timeoutMs: 60_000 });
+    await gateway.kill('SIGKILL');
+    gateway = startGateway();
+
+    const answer = await first;
+    expect([200, 502]).toContain(answer.status);
+    if (answer.status === 502) expect(answer.body.detail).toMatch(/may still go out: do not send it again/);
+    await eventually(async () => ((await inBob(subject)) === 1 ? true : null), {
+      what: 'the message in bob INBOX',
+      timeoutMs: 60_000,
+    });
+    // Retries never send: they wait (409), then get the result once alice's copy has synced.
+    const result = await settled(body, 'key-killed');
+    expect(result.status).toBe(200);
+    expect(result.body).toMatchObject({ object: 'EmailSent', account_id: alice.id });
+    expect(await inBob(subject)).toBe(1);
+  });
+
+  it('is sent once when the client goes away mid-send and retries after the takeover window', {
+    timeout: 180_000,
+  }, async () => {
+    const subject = `aborted-${Date.now()}`;
+    const body = message(subject);
+    const heldBefore = proxy.held;
+    const abort = new AbortController();
+    const first = send(body, 'key-aborted', abort.signal).catch((err: unknown) => err);
+    await eventually(() => proxy.held > heldBefore || null, { what: 'the body at the server', timeoutMs: 60_000 });
+    abort.abort();
+    expect(await first).toBeInstanceOf(Error);
+    // Past IDEMPOTENCY_ABANDONED_SECONDS (2 s) the claim is not taken over: its message is on its way.
+    await new Promise((r) => setTimeout(r, 3_000));
+    const result = await settled(body, 'key-aborted');
+    expect(result.status).toBe(200);
+    expect(result.body).toMatchObject({ object: 'EmailSent', account_id: alice.id });
+    await eventually(async () => ((await inBob(subject)) === 1 ? true : null), {
+      what: 'the message in bob INBOX',
+      timeoutMs: 60_000,
+    });
+    expect(await inBob(subject)).toBe(1);
   });
 });

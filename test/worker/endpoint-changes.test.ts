@@ -1,6 +1,6 @@
 // An endpoint changed while calls wait or are under way: no call that starts after the change has
 // answered goes to the old audience. The subscriber itself makes the change in the middle of a
-// round of 50 retries (6 in flight, more claimed ahead), so calls claimed before the change are
+// batch of 50 retries (6 in flight, more claimed ahead), so calls claimed before the change are
 // still on their way when it answers.
 import { env } from 'cloudflare:workers';
 import { beforeEach, describe, expect, it } from 'vitest';
@@ -67,7 +67,7 @@ describe('an endpoint changed while 50 of its calls wait or retry', () => {
       const events = [];
       for (let i = 0; i < CALLS; i++) events.push(await writeEvent('email.new', account, emailData()));
 
-      // First round: every call fails, so all 50 wait for a retry.
+      // First pass: every call fails, so all 50 wait for a retry.
       const { env: testEnv, sent } = recordingEnv();
       const failing = changingSubscriber(500, 0, async () => undefined);
       const opts = (fetch: typeof failing.fetch) =>

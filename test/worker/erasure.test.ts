@@ -87,7 +87,7 @@ describe('removing an account', () => {
     expect(listed.status).toBe(200);
     expect(listed.body.data).toEqual([]);
 
-    // Its waiting deliveries are never made: a retry round makes no call.
+    // Its waiting deliveries are never made: a retry pass makes no call.
     await consume(
       testEnv,
       deliveryOptions({ fetch: sub.fetch, timeoutMs: 5_000, now: () => Date.now() + 3_600_000 }),

@@ -67,6 +67,8 @@ for (const name of [
   'ALLOW_PRIVATE_MAIL_HOSTS',
   'ALLOW_PLAINTEXT_MAIL',
   'SEND_TIMEOUT_SECONDS',
+  'SEND_QUEUE_LIMIT',
+  'IDEMPOTENCY_ABANDONED_SECONDS',
   'GATEWAY_LEASE_TTL_SECONDS',
 ]) {
   if (process.env[name]) vars[name] = process.env[name];

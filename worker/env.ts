@@ -23,6 +23,10 @@ export interface Env {
   ALLOW_PLAINTEXT_MAIL?: string;
   /** Seconds a send waits for the gateway's answer before its outcome counts as unknown (default 90). */
   SEND_TIMEOUT_SECONDS?: string;
+  /** Sends one account may have accepted and not yet finished; more answer 429 (1–1000, default 16). */
+  SEND_QUEUE_LIMIT?: string;
+  /** Seconds after which a claimed Idempotency-Key whose message never reached the account's object may be taken over (default 600). */
+  IDEMPOTENCY_ABANDONED_SECONDS?: string;
   /** Seconds a gateway's lease on an account lasts without a heartbeat (5–3600, default 60). */
   GATEWAY_LEASE_TTL_SECONDS?: string;
   /** Public origin of the Worker for tracking links (e.g. https://mail.example.com); default: the request's origin. */

@@ -2,67 +2,13 @@
 // account's SMTP goes through a proxy that holds the server's replies once the message body has
 // gone through, so the gateway finishes the SMTP transaction after the Worker stopped waiting
 // (SEND_TIMEOUT_SECONDS=3). The client then retries with the same Idempotency-Key.
-import net from 'node:net';
 import type { ImapFlow } from 'imapflow';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openImap } from '../mailserver/client.ts';
 import { startMailServer, type MailServer } from '../mailserver/mailserver.ts';
 import { connectMailbox } from './connect.ts';
 import { dumpLogsOnFailure, eventually, startService, type Service } from './service.ts';
-
-/** Replies held this long once a connection's client has sent `threshold` bytes (well under nodemailer's socket timeout). */
-const HOLD_MS = 9_000;
-
-interface SlowProxy {
-  port: number;
-  /** Connections whose replies were held. */
-  held: number;
-  close(): void;
-}
-
-/**
- * A TCP proxy (TLS passes through untouched) that, once the client sent more than `threshold`
- * bytes on a connection, holds what the server says next for HOLD_MS: the end-of-DATA reply.
- */
-async function slowProxy(upstreamPort: number, threshold: number): Promise<SlowProxy> {
-  const sockets = new Set<net.Socket>();
-  const proxy: SlowProxy = { port: 0, held: 0, close: () => undefined };
-  const server = net.createServer((client) => {
-    const upstream = net.connect(upstreamPort, '127.0.0.1');
-    sockets.add(client).add(upstream);
-    let sent = 0;
-    let releaseAt = 0;
-    const queue: Buffer[] = [];
-    client.on('data', (chunk: Buffer) => {
-      sent += chunk.length;
-      if (releaseAt === 0 && sent > threshold) {
-        releaseAt = Date.now() + HOLD_MS;
-        proxy.held += 1;
-        setTimeout(() => {
-          for (const part of queue.splice(0)) client.write(part);
-        }, HOLD_MS);
-      }
-      upstream.write(chunk);
-    });
-    upstream.on('data', (chunk: Buffer) => {
-      if (Date.now() < releaseAt) queue.push(chunk);
-      else client.write(chunk);
-    });
-    const end = () => {
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on('error', end).on('close', end);
-    upstream.on('error', end).on('close', end);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  proxy.port = (server.address() as net.AddressInfo).port;
-  proxy.close = () => {
-    for (const s of sockets) s.destroy();
-    server.close();
-  };
-  return proxy;
-}
+import { slowProxy, type SlowProxy } from './smtp-proxy.ts';
 
 let mail: MailServer;
 let service: Service;
@@ -94,7 +40,7 @@ beforeAll(async () => {
   service = await startService({ workerEnv: { SEND_TIMEOUT_SECONDS: '3' } });
   service.startGateway('gw-outcome', { NODE_EXTRA_CA_CERTS: mail.caFile });
   // The body of the test message is ~400 KB; logins and envelopes are far below the threshold.
-  proxy = await slowProxy(mail.smtpsPort, 200_000);
+  proxy = await slowProxy(mail.smtpsPort, 200_000, 9_000);
   alice = await connectMailbox(service, mail, 'alice', { smtp_port: proxy.port, smtp_encryption: 'SSL' });
   bobImap = await openImap(mail, 'bob');
 }, 180_000);

@@ -10,8 +10,8 @@ import { gatewayObject } from '../../worker/durable/gateway-stub.ts';
 import { GATEWAY_SECRET } from './sync-helpers.ts';
 
 /** The gateway's side of a control socket: what it received, and whether the Worker closed it. */
-async function openSocket(gatewayId: string) {
-  const path = `/internal/gateway/connect?gateway_id=${gatewayId}&instance=proc-${gatewayId}`;
+async function openSocket(gatewayId: string, instance = `proc-${gatewayId}`) {
+  const path = `/internal/gateway/connect?gateway_id=${gatewayId}&instance=${instance}`;
   const signature = await signRequest(GATEWAY_SECRET, { method: 'GET', path, body: '' });
   const response = await exports.default.fetch(`https://mail.example.com${path}`, {
     headers: { Upgrade: 'websocket', [GATEWAY_SIGNATURE_HEADER]: signature },
@@ -74,6 +74,40 @@ describe('the control socket', () => {
     expect(second.requests()[0].id).toBe(first.requests()[0].id);
     second.ws.send(JSON.stringify({ type: 'response', id: second.requests()[0].id, ok: true, result: 'moved' }));
     expect(await pending).toEqual({ ok: true, result: 'moved' });
+    second.ws.close(1000, 'done');
+  });
+
+  it('never gives a send or a copy to another process of the same id; repeatable requests go to it', async () => {
+    const gatewayId = 'gw-restarted';
+    const account = 'acc_00000000000000000000000000';
+    const at = { path: 'INBOX', uidvalidity: 1, uid: 7 };
+    const first = await openSocket(gatewayId, 'process-a');
+    const stub = gatewayObject(env, gatewayId);
+    const send = stub.request(
+      { op: 'send', account_id: account, mode: 'send', key: 'k'.repeat(20), append_to: null },
+      10_000,
+    );
+    const copy = stub.request(
+      { op: 'modify', account_id: account, steps: [{ type: 'copy', ...at, destination: 'Archive' }] },
+      10_000,
+    );
+    const flags = stub.request(
+      { op: 'modify', account_id: account, steps: [{ type: 'flags', ...at, add: ['\\Seen'], remove: [] }] },
+      10_000,
+    );
+    const claim = stub.request({ op: 'claim', account_id: account }, 10_000);
+    await vi.waitFor(() => expect(first.requests()).toHaveLength(4));
+    first.ws.close(4000, 'killed'); // the process died: its memory of these requests went with it
+
+    const second = await openSocket(gatewayId, 'process-b');
+    expect(await send).toMatchObject({ ok: false, kind: 'unanswered' });
+    expect(await copy).toMatchObject({ ok: false, kind: 'unanswered' });
+    await vi.waitFor(() => expect(second.requests()).toHaveLength(2));
+    expect(second.requests().map((r) => r.request.op)).toEqual(['modify', 'claim']);
+    for (const r of second.requests())
+      second.ws.send(JSON.stringify({ type: 'response', id: r.id, ok: true, result: null }));
+    expect(await flags).toEqual({ ok: true, result: null });
+    expect(await claim).toEqual({ ok: true, result: null });
     second.ws.close(1000, 'done');
   });
 });

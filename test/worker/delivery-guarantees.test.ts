@@ -180,7 +180,9 @@ describe('at-least-once delivery', () => {
     expect(rows.filter((r) => r.status === 'delivered' && r.attempts === 1)).toHaveLength(40);
   });
 
-  it(`makes at most ${MAX_CALLS_PER_INVOCATION} calls per invocation and puts the rest back on the queue`, async () => {
+  it(`makes at most ${MAX_CALLS_PER_INVOCATION} calls per invocation and puts the rest back on the queue`, {
+    timeout: 60_000,
+  }, async () => {
     for (let i = 0; i < 10; i++) await createEndpoint();
     const events = [];
     const count = MAX_CALLS_PER_INVOCATION / 10 + 2;

@@ -1,13 +1,15 @@
 /**
  * Removing an account's data, in bounded steps: the account's object runs one step per alarm until
  * nothing is left (durable/account-object.ts). A step deletes up to PURGE_EMAILS emails with their
- * rows (set-based, by email id), then the account's other rows in chunks, then its R2 objects a
- * listing page at a time. Each step stays far inside one invocation's 1,000 D1 queries and 50
+ * rows (set-based, by email id), then the account's other rows in chunks (its events with their
+ * delivery log, its idempotency records and tracking hits included), then its R2 objects a listing
+ * page at a time. What stays is the account.remove event written with the row's deletion. Each step stays far inside one invocation's 1,000 D1 queries and 50
  * subrequests, and every statement is led by an index (test/worker/bulk-limits.test.ts).
  */
 import { deleteBlobs, deleteEmailRows } from '../emails/delete.ts';
 import { blobKeys } from '../emails/store.ts';
 import type { Env } from '../env.ts';
+import { outgoingBlobPrefix } from '../send/outgoing.ts';
 
 export const PURGE_EMAILS = 1000;
 const PURGE_ROWS = 1000;
@@ -17,12 +19,24 @@ const PURGE_BLOB_PAGES = 10;
 /** The account's emails, a step at a time (index emails_by_account). */
 export const PURGE_EMAIL_IDS_SQL = `SELECT id FROM emails WHERE account_id = ? LIMIT ${PURGE_EMAILS}`;
 
-/** What is left once the emails are gone, each a chunk at a time by an index led by account_id. */
+/** A chunk of the account's outgoing records: the tracking hits of exactly these go with them. */
+const OUTGOING_CHUNK = `SELECT rowid FROM outgoing_messages WHERE account_id = ? LIMIT ${PURGE_ROWS}`;
+/** A chunk of the account's events: their delivery log goes with them (a waiting call is dropped so). */
+const EVENTS_CHUNK = `SELECT rowid FROM events WHERE account_id = ? LIMIT ${PURGE_ROWS}`;
+
+/**
+ * What is left once the emails are gone, each a chunk at a time by an index led by account_id (or
+ * by the same chunk's keys), in one batch: a statement naming a chunk runs before the one deleting it.
+ */
 export const PURGE_ACCOUNT_ROWS_SQL = [
   `DELETE FROM contacts WHERE rowid IN (SELECT rowid FROM contacts WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
   `DELETE FROM thread_keys WHERE rowid IN (SELECT rowid FROM thread_keys WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
   `DELETE FROM email_search WHERE rowid IN (SELECT rowid FROM email_search WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
-  `DELETE FROM outgoing_messages WHERE rowid IN (SELECT rowid FROM outgoing_messages WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
+  `DELETE FROM tracking_hits WHERE tracking_id IN (SELECT tracking_id FROM outgoing_messages WHERE rowid IN (${OUTGOING_CHUNK}))`,
+  `DELETE FROM outgoing_messages WHERE rowid IN (${OUTGOING_CHUNK})`,
+  `DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
+  `DELETE FROM webhook_conversations WHERE event_id IN (SELECT id FROM events WHERE rowid IN (${EVENTS_CHUNK}))`,
+  `DELETE FROM events WHERE rowid IN (${EVENTS_CHUNK})`,
   `DELETE FROM folders WHERE rowid IN (SELECT rowid FROM folders WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
 ] as const;
 
@@ -42,14 +56,19 @@ export async function purgeStep(env: Env, accountId: string): Promise<boolean> {
   const deleted = await db.batch(PURGE_ACCOUNT_ROWS_SQL.map((sql) => db.prepare(sql).bind(accountId)));
   if (deleted.some((r) => r.meta.changes >= PURGE_ROWS)) return false;
 
-  // Every object of the account lives under its prefix (segments, raw sources, bodies, attachments, staged sources).
-  for (let page = 0; page < PURGE_BLOB_PAGES; page++) {
-    const listing = await env.BLOBS.list({ prefix: blobKeys.accountPrefix(accountId), limit: 1000 });
-    await deleteBlobs(
-      env.BLOBS,
-      listing.objects.map((o) => o.key),
-    );
-    if (!listing.truncated) return true;
+  // Every object of the account lives under its prefix (segments, raw sources, bodies, attachments,
+  // staged sources), or under the outgoing prefix (composed messages a send left behind).
+  let pages = 0;
+  for (const prefix of [blobKeys.accountPrefix(accountId), outgoingBlobPrefix(accountId)]) {
+    for (;;) {
+      if (pages++ === PURGE_BLOB_PAGES) return false;
+      const listing = await env.BLOBS.list({ prefix, limit: 1000 });
+      await deleteBlobs(
+        env.BLOBS,
+        listing.objects.map((o) => o.key),
+      );
+      if (!listing.truncated) break;
+    }
   }
-  return false;
+  return true;
 }

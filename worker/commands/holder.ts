@@ -55,12 +55,15 @@ export function unwrap<T>(answer: CommandAnswer<T>): T {
   throw new ApiError(isErrorKind(answer.kind) ? answer.kind : 'unexpected_error', answer.detail);
 }
 
-/** Send `request` to the lease holder, waiting up to `waitMs` for one to be connected. */
+/**
+ * Send `request` to the lease holder, waiting up to `waitMs` for one to be connected; the gateway has
+ * `timeoutMs` to answer, or until `deadline` (ms) when the budget started earlier (a queued send).
+ */
 export async function callHolder(
   env: Env,
   lease: () => Lease | null,
   request: GatewayRequest,
-  budget: { waitMs: number; timeoutMs: number },
+  budget: { waitMs: number } & ({ timeoutMs: number } | { deadline: number }),
 ): Promise<unknown> {
   const deadline = Date.now() + budget.waitMs;
   for (;;) {
@@ -69,7 +72,10 @@ export async function callHolder(
     const current = lease();
     if (current) {
       const stub = gatewayObject(env, current.gateway_id);
-      if (await stub.isConnected()) return callGateway(env, current.gateway_id, request, budget.timeoutMs);
+      if (await stub.isConnected()) {
+        const timeoutMs = 'deadline' in budget ? Math.max(1, budget.deadline - Date.now()) : budget.timeoutMs;
+        return callGateway(env, current.gateway_id, request, timeoutMs);
+      }
     }
     if (Date.now() >= deadline) {
       throw new ApiError(

@@ -7,13 +7,12 @@
 import { DurableObject } from 'cloudflare:workers';
 import {
   ModifyResult,
-  OutgoingResult,
+  type OutgoingResult,
   type AccountStatus,
   type Change,
   type ChangesSequence,
   type FolderCursor,
   type FolderInfo,
-  type GatewayRequest,
 } from '../../common/relay.ts';
 import { ACCOUNT_COLUMNS, presentAccount, type AccountRow } from '../accounts/present.ts';
 import { purgeStep } from '../accounts/purge.ts';
@@ -30,10 +29,11 @@ import { runChanges } from '../sync/run-changes.ts';
 import type { ChangeResult } from '../sync/state.ts';
 import { countingEnv, logStats, newStats, type SyncStats } from '../sync/stats.ts';
 import { ChangeOrder } from '../sync/order.ts';
-import { answerOf, callHolder, COMMAND_BUDGET, sendBudget, type CommandAnswer } from '../commands/holder.ts';
+import { answerOf, callHolder, COMMAND_BUDGET, type CommandAnswer } from '../commands/holder.ts';
 import { applyModify, planModify, type ModifyWanted } from '../commands/modify.ts';
 import { notFound } from '../lib/errors.ts';
 import { AccountStore } from './account-store.ts';
+import { type Admission, SendQueue, type SendRequest } from './send-queue.ts';
 import { STAGED_GRACE_MS, StagedReleases } from './staged-releases.ts';
 import { claimLease, type HolderResult, type Lease } from './lease.ts';
 
@@ -51,6 +51,7 @@ export interface AccountInit {
 export class AccountObject extends DurableObject<Env> {
   private readonly store: AccountStore;
   private readonly staged: StagedReleases;
+  private readonly sends: SendQueue;
   private readonly order: ChangeOrder;
   /** Changes of one account are applied strictly one after another. */
   private tail: Promise<unknown> = Promise.resolve();
@@ -63,10 +64,12 @@ export class AccountObject extends DurableObject<Env> {
     super(ctx, env);
     this.store = new AccountStore(ctx.storage);
     this.staged = new StagedReleases(ctx.storage.sql);
+    this.sends = new SendQueue(ctx.storage.sql, env);
     this.order = new ChangeOrder(this.store);
     ctx.blockConcurrencyWhile(async () => {
       this.store.migrate();
       this.staged.migrate();
+      this.sends.migrate();
     });
   }
 
@@ -325,11 +328,29 @@ export class AccountObject extends DurableObject<Env> {
     return run;
   }
 
-  /** Send a message or save a draft through the gateway holding the account (common/relay.ts `send`). */
-  async sendOutgoing(request: Extract<GatewayRequest, { op: 'send' }>): Promise<CommandAnswer<OutgoingResult>> {
-    return this.command(async () =>
-      OutgoingResult.parse(await callHolder(this.env, () => this.currentLease(), request, sendBudget(this.env))),
+  /** A place in the account's bounded queue of sends (durable/send-queue.ts), or how long to wait for one. */
+  admitSend(): Promise<Admission> {
+    return this.sends.admit();
+  }
+
+  releaseSend(ticket: string): void {
+    this.sends.release(ticket);
+  }
+
+  /**
+   * Send a message or save a draft through the gateway holding the account (common/relay.ts `send`).
+   * The object carries it to its end and records the outcome, whether or not the caller still waits.
+   */
+  sendOutgoing(ticket: string, request: SendRequest, messageId: string): Promise<CommandAnswer<OutgoingResult>> {
+    const run = this.sends.run(
+      ticket,
+      request,
+      messageId,
+      (work) => this.command(work),
+      () => this.currentLease(),
     );
+    this.ctx.waitUntil(run);
+    return run;
   }
 
   /**

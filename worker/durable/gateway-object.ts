@@ -8,9 +8,13 @@
  * Liveness (common/heartbeat.ts): the gateway pings, the runtime answers for us and notes when; a
  * socket silent for DEAD_AFTER_MS is dead. Requests belong to the socket they were sent on: a new
  * socket of the same gateway takes the new requests, while the old one keeps its pending ones until
- * they are answered, and is closed then. When a socket dies (closed, or silent), its pending requests
- * are sent again on the newest live socket, or wait for one until their own deadline; the gateway
- * answers a request id it has seen from memory instead of running it twice.
+ * they are answered, and is closed then. A request sent once is bound to the process (`instance`)
+ * that received it: only that process remembers it, and answers a request id it has seen from
+ * memory instead of running it twice. When its socket dies, it is sent again on a newer socket of
+ * the same process, or waits for one until its own deadline. When the gateway id is held by another
+ * process meanwhile (a restart with the same GATEWAY_ID), a request that may have changed something
+ * not safely repeated (a send, a COPY or MOVE) gets `unanswered` (its outcome is unknown); only the
+ * others (verify, claim, release, flags, deletions) are sent to the new process.
  */
 import { DurableObject } from 'cloudflare:workers';
 import { DEAD_AFTER_MS, PING, PONG } from '../../common/heartbeat.ts';
@@ -40,6 +44,8 @@ interface Pending {
   request: GatewayRequest;
   /** The socket it was last sent on; null while it waits for a live one. */
   socketId: string | null;
+  /** The process it was first sent to; null until then. */
+  instance: string | null;
   /** It went out on a socket at least once: without an answer, its outcome is unknown. */
   sent: boolean;
   resolve: (answer: GatewayAnswer) => void;
@@ -50,6 +56,13 @@ interface Pending {
 const RECONNECT_GRACE_MS = 20_000;
 /** Close codes of a gateway that went away on purpose (stopping): nothing to wait for. */
 const CLEAN_CLOSE = new Set([1000, 1001]);
+
+/** Whether a request may be carried out again by another process: it changes nothing twice. */
+function repeatable(request: GatewayRequest): boolean {
+  if (request.op === 'send') return false;
+  if (request.op === 'modify') return request.steps.every((step) => step.type === 'flags' || step.type === 'delete');
+  return true;
+}
 
 const info = (ws: WebSocket) => (ws.deserializeAttachment() ?? {}) as Partial<SocketInfo>;
 
@@ -138,7 +151,7 @@ export class GatewayObject extends DurableObject<Env> {
             : { ok: false, kind: 'unavailable', detail: `no gateway connection within ${seconds} s` },
         );
       }, timeoutMs);
-      this.pending.set(id, { request, socketId: null, sent: false, resolve, timer });
+      this.pending.set(id, { request, socketId: null, instance: null, sent: false, resolve, timer });
     });
     this.dispatch(id);
     this.watchdog ??= setInterval(() => this.checkSockets(), DEAD_AFTER_MS / 4);
@@ -179,9 +192,11 @@ export class GatewayObject extends DurableObject<Env> {
     return ws.readyState === WebSocket.OPEN && Date.now() - this.lastSign(ws) <= DEAD_AFTER_MS;
   }
 
-  private newestLive(): WebSocket | null {
+  /** The newest live socket, of one process when `instance` is given. */
+  private newestLive(instance: string | null = null): WebSocket | null {
     let newest: WebSocket | null = null;
     for (const ws of this.ctx.getWebSockets()) {
+      if (instance !== null && (info(ws).instance ?? '') !== instance) continue;
       if (this.alive(ws) && (!newest || (info(ws).opened_ms ?? 0) >= (info(newest).opened_ms ?? 0))) newest = ws;
     }
     return newest;
@@ -192,15 +207,32 @@ export class GatewayObject extends DurableObject<Env> {
     return [...this.pending.values()].some((p) => p.socketId === socketId);
   }
 
-  /** Sends a pending request on the newest live socket, or leaves it waiting for one. */
+  /**
+   * Sends a pending request on the newest live socket of the process it is bound to (any process
+   * for a new one), or leaves it waiting for one; a request whose process was replaced is settled
+   * or moved to the new process (see above).
+   */
   private dispatch(id: string): void {
     const pending = this.pending.get(id);
-    const socket = this.newestLive();
-    if (!pending || !socket) {
-      if (pending) pending.socketId = null;
+    if (!pending) return;
+    let socket = this.newestLive(pending.instance);
+    if (!socket && pending.instance !== null && this.newestLive()) {
+      if (!repeatable(pending.request)) {
+        this.settle(id, {
+          ok: false,
+          kind: 'unanswered',
+          detail: 'the gateway process that had it stopped before answering, and another process took its place',
+        });
+        return;
+      }
+      socket = this.newestLive();
+    }
+    if (!socket) {
+      pending.socketId = null;
       return;
     }
     pending.socketId = info(socket).socket_id ?? null;
+    pending.instance = info(socket).instance ?? '';
     try {
       socket.send(JSON.stringify({ type: 'request', id, request: pending.request }));
       pending.sent = true;

@@ -5,6 +5,7 @@
  * are kept 30 days (pruned by the minute sweep, webhooks/sweep.ts).
  */
 import { z } from 'zod';
+import { REMOVED_ACCOUNTS } from '../accounts/removed.ts';
 import { invalid, notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { cursorList, cursorPaging, decodeCursor } from '../lib/paging.ts';
@@ -40,6 +41,13 @@ interface EventRow extends StoredEvent {
 
 const COLUMNS = 'id, type, account_id, data_json, created_at, seq';
 
+/**
+ * A removed account's events leave the API at once (its purge then deletes them); its
+ * `account.remove`, written when its row goes, is the one that stays.
+ */
+export const visibleEvent = (column: string) => `(${column} IS NULL OR ${column} NOT IN (${REMOVED_ACCOUNTS}))`;
+const VISIBLE_EVENT = visibleEvent('account_id');
+
 export const presentEvent = (row: StoredEvent) => eventEnvelope(row, null).payload;
 
 /** The query string with `type` given once or more (and comma-separated values) as one array. */
@@ -64,7 +72,7 @@ export async function listEvents(db: D1Database, q: EventListQuery) {
     if (!row) throw invalid(`after: no event ${afterId} (events are kept 30 days)`);
     position = row.seq;
   }
-  const where = ['seq > ?'];
+  const where = ['seq > ?', VISIBLE_EVENT];
   const params: (string | number)[] = [position];
   if (q.account_id !== undefined) {
     where.push('account_id = ?');
@@ -83,7 +91,9 @@ export async function listEvents(db: D1Database, q: EventListQuery) {
 
 export async function getEvent(db: D1Database, rawId: string | undefined) {
   const id = parseId('event', rawId);
-  const row = id ? await db.prepare(`SELECT ${COLUMNS} FROM events WHERE id = ?`).bind(id).first<EventRow>() : null;
+  const row = id
+    ? await db.prepare(`SELECT ${COLUMNS} FROM events WHERE id = ? AND ${VISIBLE_EVENT}`).bind(id).first<EventRow>()
+    : null;
   if (!row) throw notFound('Event');
   return presentEvent(row);
 }

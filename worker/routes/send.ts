@@ -9,14 +9,14 @@ import { randomToken } from '../lib/crypto.ts';
 import { composeMessage, readComposeBody } from '../send/compose.ts';
 import { draftToSend, removeSentDraft } from '../send/draft.ts';
 import { SendUnresolved, idempotent } from '../send/idempotency.ts';
-import { forgetOutgoing, outgoingBlobKey, recordOutgoing, settleOutgoing } from '../send/outgoing.ts';
+import { forgetOutgoing, outgoingBlobKey, recordOutgoing } from '../send/outgoing.ts';
 import { accountObject } from '../durable/account-stub.ts';
 
 async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
   const request = await readComposeBody(c);
   const { draft_id: sendDraft } = request;
   if (sendDraft !== undefined && mode === 'draft') throw invalid('draft_id: only POST /emails sends a saved draft');
-  return idempotent(c, mode === 'send' ? 'POST /emails' : 'POST /drafts', request, async () => {
+  return idempotent(c, mode === 'send' ? 'POST /emails' : 'POST /drafts', request, async (claim) => {
     const draft = sendDraft === undefined ? null : await draftToSend(c.env, { ...request, draft_id: sendDraft });
     const { account, message, tracking } = await composeMessage(c, draft?.body ?? request, mode);
     const role = mode === 'send' ? 'SENT' : 'DRAFTS';
@@ -28,21 +28,21 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
     if (mode === 'draft' && !folder)
       throw new ApiError('provider_rejected', 'The mailbox has no Drafts folder to save the draft in.');
 
-    // The message goes to R2 (it can be 30 MB, too big for the control socket); the gateway fetches it.
+    // A place in the account's queue of sends before anything is stored: a full queue is a 429.
+    const stub = accountObject(c.env, account.id);
+    const admission = await stub.admitSend();
+    if (!admission.ok) {
+      throw new ApiError(
+        'rate_limited',
+        `This account has as many sends queued as it may (SEND_QUEUE_LIMIT); retry after ${admission.retry_after_s} s.`,
+        { 'Retry-After': String(admission.retry_after_s) },
+      );
+    }
+    // The message goes to R2 (it can be 30 MB, too big for the control socket); the gateway fetches
+    // it, and the account's object deletes it once the send has ended.
     const name = randomToken('', 20);
     const key = outgoingBlobKey(account.id, name);
     const draftId = mode === 'draft' ? newId('draft') : null;
-    await c.env.BLOBS.put(key, JSON.stringify(message), { httpMetadata: { contentType: 'application/json' } });
-    // Recorded first, so the copy is recognised even when its sync overtakes the gateway's answer.
-    await recordOutgoing(c.env.DB, {
-      account_id: account.id,
-      message_id: message.message_id,
-      kind: mode,
-      tracking_id: tracking?.id ?? null,
-      tracking_label: tracking?.label ?? null,
-      draft_id: draftId,
-      created_at: isoNow(),
-    });
     const answer =
       mode === 'send'
         ? {
@@ -59,16 +59,36 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
             message_id: message.message_id,
             tracking_id: null,
           };
+    let recorded = false;
     try {
-      const stub = accountObject(c.env, account.id);
+      await c.env.BLOBS.put(key, JSON.stringify(message), { httpMetadata: { contentType: 'application/json' } });
+      // Recorded first, so the copy is recognised even when its sync overtakes the gateway's answer.
+      await recordOutgoing(c.env.DB, {
+        account_id: account.id,
+        message_id: message.message_id,
+        kind: mode,
+        tracking_id: tracking?.id ?? null,
+        tracking_label: tracking?.label ?? null,
+        draft_id: draftId,
+        created_at: isoNow(),
+      });
+      recorded = true;
+      // From here the key is settled by the outcome, never taken over (send/idempotency.ts).
+      await claim.handed(account.id, message.message_id, answer);
+    } catch (err) {
+      await stub.releaseSend(admission.ticket);
+      if (recorded) await forgetOutgoing(c.env.DB, account.id, message.message_id);
+      await c.env.BLOBS.delete(key);
+      throw err;
+    }
+    try {
+      // The account's object owns the send from here, and records its outcome itself.
       unwrap(
-        await stub.sendOutgoing({
-          op: 'send',
-          account_id: account.id,
-          mode,
-          key: name,
-          append_to: folder?.provider_id ?? null,
-        }),
+        await stub.sendOutgoing(
+          admission.ticket,
+          { op: 'send', account_id: account.id, mode, key: name, append_to: folder?.provider_id ?? null },
+          message.message_id,
+        ),
       );
     } catch (err) {
       // An answer from the gateway (or no gateway at all): nothing went out.
@@ -80,10 +100,7 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
       // record stays, so a late report or the synced copy settles it (send/idempotency.ts).
       const reason = err instanceof OutcomeUnknown ? err.detail : 'The account object failed while sending.';
       throw new SendUnresolved(account.id, message.message_id, answer, reason);
-    } finally {
-      await c.env.BLOBS.delete(key);
     }
-    await settleOutgoing(c.env.DB, account.id, message.message_id, 'sent');
     if (draft) await removeSentDraft(c.env, account.id, draft.emailId);
     return answer;
   });

@@ -13,6 +13,8 @@ import {
   dropWaitingStatement,
   presentConversation,
 } from '../webhooks/conversations.ts';
+import { visibleEvent } from '../events/feed.ts';
+import { dropUnwantedStatement, NO_LONGER_WANTED } from '../webhooks/audience.ts';
 import { attemptDelivery, loadDeliveryRow } from '../webhooks/delivery.ts';
 import { deliveryOptions } from '../webhooks/schedule.ts';
 import {
@@ -77,11 +79,16 @@ export const webhooks = new Hono<AppEnv>()
         .map((name) => `${name} = ?`)
         .join(', ')} WHERE id = ? RETURNING *`,
     ).bind(...Object.values(columns), current.id);
-    // Pausing drops the calls waiting to be sent, in the same transaction.
-    const statements = fields.enabled === false ? [update, dropWaitingStatement(c.env.DB, current.id)] : [update];
-    const [updated] = await c.env.DB.batch<EndpointRow>(statements);
+    // Pausing, or narrowing what it takes, drops the waiting calls it no longer wants, in the same
+    // transaction; a call already claimed checks again just before it is made (webhooks/audience.ts).
+    const [updated, dropped] = await c.env.DB.batch<EndpointRow>([
+      update,
+      dropUnwantedStatement(c.env.DB, current.id, Date.now()),
+    ]);
     const row = updated!.results[0];
     if (!row) throw notFound('Webhook endpoint');
+    if (dropped!.meta.changes > 0)
+      console.log(`webhook endpoint ${current.id} changed: ${dropped!.meta.changes} waiting calls ${NO_LONGER_WANTED}`);
     return c.json(await presentEndpoint(row, c.env.CREDENTIALS_KEY));
   })
   .delete('/endpoints/:id', async (c) => {
@@ -97,7 +104,7 @@ export const webhooks = new Hono<AppEnv>()
   .get('/conversations', async (c) => {
     const query = parseQuery(c, ConversationListQuery);
     const endpoint = await loadEndpoint(c.env.DB, query.endpoint_id);
-    let sql = `${DELIVERY_SELECT} WHERE c.endpoint_id = ?`;
+    let sql = `${DELIVERY_SELECT} WHERE c.endpoint_id = ? AND ${visibleEvent('ev.account_id')}`;
     const binds: (string | number)[] = [endpoint.id];
     if (query.event_id !== undefined) {
       // A malformed event id in a filter finds nothing (DECISIONS.md, "Finer points").

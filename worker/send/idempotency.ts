@@ -5,21 +5,31 @@
  * failure releases the key so the client can try again. The key is bound to the request: its
  * validated body is hashed, and the same key with another body is a 422.
  *
- * A send whose outcome is unknown (the gateway had it, no answer came) keeps its claim as
- * `unresolved`: repeats get 409 until the outcome is known from the gateway's late report or from
- * the synced copy (its Message-ID was fixed before sending), then the first result; a reported
- * failure releases the key. Nothing is sent again to find out.
+ * Each claim carries the id of the request that made it. Before its message is handed to the
+ * account's object the request marks the claim with the account and Message-ID (`Claim.handed`);
+ * from then on the claim is never taken over, whatever happens to the request (a client that went
+ * away, an eviction): repeats get 409 until the outcome is known from the account object's record,
+ * the gateway's late report or the synced copy (its Message-ID was fixed before sending), then the
+ * first result; a known failure releases the key; 15 minutes without an outcome answer "unknown",
+ * for good. Nothing is sent again to find out. Only a claim that never got that far (its request
+ * died while composing) is taken over once IDEMPOTENCY_ABANDONED_SECONDS have passed.
  */
 import type { Context } from 'hono';
-import type { AppEnv } from '../env.ts';
+import type { AppEnv, Env } from '../env.ts';
 import { sha256Hex } from '../../common/crypto.ts';
 import { ApiError, OutcomeUnknown, errorBody, invalid } from '../lib/errors.ts';
+import { randomToken } from '../lib/crypto.ts';
 import { forgetOutgoing } from './outgoing.ts';
 
 export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
 const TTL_MS = 24 * 60 * 60 * 1000;
-/** A claim still "in progress" after this long belongs to a request that died: it may be taken over. */
-const ABANDONED_MS = 10 * 60 * 1000;
+/** Default of IDEMPOTENCY_ABANDONED_SECONDS: a claim never handed on still "in progress" after this long belongs to a request that died. */
+const ABANDONED_DEFAULT_S = 10 * 60;
+
+export function abandonedMs(env: Env): number {
+  const seconds = Number(env.IDEMPOTENCY_ABANDONED_SECONDS);
+  return (Number.isInteger(seconds) && seconds >= 1 && seconds <= 86_400 ? seconds : ABANDONED_DEFAULT_S) * 1000;
+}
 /** An unknown outcome still unknown after this long is answered as unknown, for good. */
 const UNRESOLVED_GIVE_UP_MS = 15 * 60 * 1000;
 
@@ -56,28 +66,42 @@ export function requestHash(validatedBody: unknown): Promise<string> {
   return sha256Hex(JSON.stringify(validatedBody));
 }
 
+/** The request's hold on its key, given to the work. */
+export interface Claim {
+  /**
+   * Marks the claim as handed on (its message may reach a gateway from now on): it is then settled,
+   * never taken over. Throws 409 when another request took the claim over meanwhile.
+   */
+  handed(accountId: string, messageId: string, answerIfDone: object): Promise<void>;
+}
+
+const UNCLAIMED: Claim = { handed: async () => undefined };
+
 /** Runs `work` once per key and scope; without the header, just runs it. */
 export async function idempotent<T extends object>(
   c: Context<AppEnv>,
   scope: string,
   validatedBody: unknown,
-  work: () => Promise<T>,
+  work: (claim: Claim) => Promise<T>,
 ): Promise<Response> {
   const key = c.req.header(IDEMPOTENCY_HEADER);
-  if (key === undefined) return c.json(await work());
+  if (key === undefined) return c.json(await work(UNCLAIMED));
   if (key.length === 0 || key.length > 255) throw invalid(`${IDEMPOTENCY_HEADER}: must be 1 to 255 characters`);
 
   const db = c.env.DB;
   const hash = await requestHash(validatedBody);
   const now = Date.now();
+  const claimId = randomToken('', 20);
   const claim = await db
     .prepare(
-      `INSERT INTO idempotency_keys (key, scope, request_hash, status, created_at, expires_at) VALUES (?, ?, ?, 'in_progress', ?, ?)
+      `INSERT INTO idempotency_keys (key, scope, request_hash, status, created_at, expires_at, claim_id) VALUES (?, ?, ?, 'in_progress', ?, ?, ?)
        ON CONFLICT (scope, key) DO UPDATE SET request_hash = excluded.request_hash, status = 'in_progress', response_code = NULL, response_json = NULL,
-         created_at = excluded.created_at, expires_at = excluded.expires_at
-       WHERE idempotency_keys.expires_at <= ? OR (idempotency_keys.status = 'in_progress' AND idempotency_keys.created_at <= ?)`,
+         created_at = excluded.created_at, expires_at = excluded.expires_at, claim_id = excluded.claim_id,
+         account_id = NULL, message_id = NULL, pending_json = NULL
+       WHERE idempotency_keys.expires_at <= ?
+         OR (idempotency_keys.status = 'in_progress' AND idempotency_keys.message_id IS NULL AND idempotency_keys.created_at <= ?)`,
     )
-    .bind(key, scope, hash, now, now + TTL_MS, now, now - ABANDONED_MS)
+    .bind(key, scope, hash, now, now + TTL_MS, claimId, now, now - abandonedMs(c.env))
     .run();
   if (claim.meta.changes === 0) {
     const row = await db
@@ -93,7 +117,8 @@ export async function idempotent<T extends object>(
         `${IDEMPOTENCY_HEADER}: this key was used within 24 h for a request with another body; use a new key for a new request.`,
       );
     }
-    if (row?.status === 'unresolved' && (await resolveUnresolved(db, scope, key, row)) === 'released')
+    const handedOn = row?.message_id && (row.status === 'unresolved' || row.status === 'in_progress');
+    if (handedOn && (await resolveUnresolved(db, scope, key, row)) === 'released')
       return idempotent(c, scope, validatedBody, work);
     const done = row?.status === 'completed' ? row : await completedRow(db, scope, key);
     if (done?.response_json) {
@@ -106,36 +131,47 @@ export async function idempotent<T extends object>(
       'already_exists',
       row?.status === 'unresolved'
         ? `The send made with this ${IDEMPOTENCY_HEADER} has an unknown outcome so far; it will not be sent again. Retry later for its result.`
-        : `A request with this ${IDEMPOTENCY_HEADER} is still in progress.`,
+        : handedOn
+          ? `The send made with this ${IDEMPOTENCY_HEADER} is on its way; it will not be sent again. Retry later for its result.`
+          : `A request with this ${IDEMPOTENCY_HEADER} is still in progress.`,
     );
   }
 
+  const mine = 'scope = ? AND key = ? AND claim_id = ?';
+  const handed: Claim['handed'] = async (accountId, messageId, answerIfDone) => {
+    const marked = await db
+      .prepare(
+        `UPDATE idempotency_keys SET account_id = ?, message_id = ?, pending_json = ? WHERE ${mine} AND status = 'in_progress'`,
+      )
+      .bind(accountId, messageId, JSON.stringify(answerIfDone), scope, key, claimId)
+      .run();
+    if (marked.meta.changes === 0)
+      throw new ApiError('already_exists', `This request's ${IDEMPOTENCY_HEADER} was taken over by a later request.`);
+  };
   let result: T;
   try {
-    result = await work();
+    result = await work({ handed });
   } catch (err) {
     if (err instanceof SendUnresolved) {
       await db
         .prepare(
           `UPDATE idempotency_keys SET status = 'unresolved', account_id = ?, message_id = ?, pending_json = ?
-           WHERE scope = ? AND key = ? AND status = 'in_progress'`,
+           WHERE ${mine} AND status = 'in_progress'`,
         )
-        .bind(err.accountId, err.messageId, JSON.stringify(err.answerIfDone), scope, key)
+        .bind(err.accountId, err.messageId, JSON.stringify(err.answerIfDone), scope, key, claimId)
         .run();
     } else {
       await db
-        .prepare("DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND status = 'in_progress'")
-        .bind(scope, key)
+        .prepare(`DELETE FROM idempotency_keys WHERE ${mine} AND status = 'in_progress'`)
+        .bind(scope, key, claimId)
         .run();
     }
     throw err;
   }
   const json = JSON.stringify(result);
   await db
-    .prepare(
-      "UPDATE idempotency_keys SET status = 'completed', response_code = 200, response_json = ? WHERE scope = ? AND key = ?",
-    )
-    .bind(json, scope, key)
+    .prepare(`UPDATE idempotency_keys SET status = 'completed', response_code = 200, response_json = ? WHERE ${mine}`)
+    .bind(json, scope, key, claimId)
     .run();
   return new Response(json, { status: 200, headers: { 'Content-Type': 'application/json' } });
 }
@@ -150,9 +186,10 @@ async function completedRow(db: D1Database, scope: string, key: string) {
 }
 
 /**
- * Settles an unresolved key if its outcome is known by now: the gateway reported it sent, or its
- * copy synced (completed with the first answer); the gateway reported a failure (the key is
- * released, nothing went out); or it stayed unknown too long (completed with a 502 saying so).
+ * Settles a key handed on (in progress or unresolved) if its outcome is known by now: the account's
+ * object or the gateway recorded it sent, or its copy synced (completed with the first answer); a
+ * failure was recorded (the key is released, nothing went out); or it stayed unknown too long
+ * (completed with a 502 saying so).
  */
 async function resolveUnresolved(
   db: D1Database,
@@ -170,7 +207,7 @@ async function resolveUnresolved(
   const complete = (code: number, json: string) =>
     db
       .prepare(
-        "UPDATE idempotency_keys SET status = 'completed', response_code = ?, response_json = ? WHERE scope = ? AND key = ? AND status = 'unresolved'",
+        "UPDATE idempotency_keys SET status = 'completed', response_code = ?, response_json = ? WHERE scope = ? AND key = ? AND status IN ('in_progress', 'unresolved')",
       )
       .bind(code, json, scope, key)
       .run();
@@ -178,9 +215,10 @@ async function resolveUnresolved(
     await complete(200, row.pending_json);
     return 'completed';
   }
-  if (outgoing?.outcome === 'failed' && row.account_id && row.message_id) {
+  // A failure, or no record at all (a failure forgotten): nothing went out.
+  if ((!outgoing || outgoing.outcome === 'failed') && row.account_id && row.message_id) {
     await db
-      .prepare("DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND status = 'unresolved'")
+      .prepare("DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND status IN ('in_progress', 'unresolved')")
       .bind(scope, key)
       .run();
     await forgetOutgoing(db, row.account_id, row.message_id);

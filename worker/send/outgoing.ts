@@ -91,5 +91,6 @@ export function outgoingFields(row: { is_draft: number; draft_id: string | null 
 }
 
 /** R2 key of a composed message waiting for the gateway to fetch it (deleted once the gateway answered). */
-export const outgoingBlobKey = (accountId: string, name: string) => `outgoing/${accountId}/${name}.json`;
+export const outgoingBlobPrefix = (accountId: string) => `outgoing/${accountId}/`;
+export const outgoingBlobKey = (accountId: string, name: string) => `${outgoingBlobPrefix(accountId)}${name}.json`;
 export const OUTGOING_NAME = /^[a-z0-9]{20,64}$/;

@@ -12,8 +12,10 @@
  * with `last_error` saying so, and is made again once its lease runs out.
  */
 import type { Env, WebhookQueueMessage } from '../env.ts';
+import { visibleEvent } from '../events/feed.ts';
 import { placeholders } from '../lib/sql.ts';
 import { iso } from '../lib/time.ts';
+import { currentEndpoint, NO_LONGER_WANTED } from './audience.ts';
 import { makeCall, type Outcome, type SecretCache } from './call.ts';
 import { DELIVERY_SELECT, type DeliveryRow, WAITING_STATUSES } from './conversations.ts';
 import {
@@ -152,14 +154,37 @@ class Recorder {
   }
 }
 
+/** Drops a claimed call its endpoint no longer wants; the claim's attempt is taken back (none was made). */
+function dropStatement(db: D1Database, options: DeliveryOptions, row: DeliveryRow, manual: boolean) {
+  return db
+    .prepare(
+      `UPDATE webhook_conversations SET status = 'dropped', next_attempt_at = NULL, attempts = attempts - ?1,
+         last_status_code = NULL, last_error = ?2, updated_at = ?3
+       WHERE id = ?4 AND status IN ${WAITING_STATUSES}
+       RETURNING status, attempts, last_status_code, last_error, next_attempt_at, updated_at`,
+    )
+    .bind(manual ? 0 : 1, NO_LONGER_WANTED, iso(options.now()), row.id);
+}
+
 async function attempt(
   env: Env,
   options: DeliveryOptions,
-  row: DeliveryRow,
+  claimed: DeliveryRow,
   io: { secrets: SecretCache; write: (s: D1PreparedStatement) => Promise<Updated | null> },
   manual: boolean,
 ): Promise<DeliveryRow> {
-  const outcome = await makeCall(env, options, io.secrets, row);
+  // The endpoint as it is just before the call: a pause, deletion, new URL or narrower filter since the claim counts.
+  let row = claimed;
+  const outcome = await makeCall(env, options, io.secrets, claimed, async () => {
+    const current = await currentEndpoint(env.DB, claimed);
+    if (current) row = { ...claimed, ...current };
+    return current;
+  });
+  if (!outcome) {
+    console.log(`webhook call ${claimed.id} to ${claimed.endpoint_id} ${NO_LONGER_WANTED}`);
+    const updated = await io.write(dropStatement(env.DB, options, claimed, manual));
+    return updated ? { ...claimed, ...updated } : claimed;
+  }
   const { statement, retryAt, delayMs } = recordStatement(env.DB, options, row, outcome, manual);
   const updated = await io.write(statement);
   if (!updated) return row; // deleted meanwhile
@@ -236,7 +261,10 @@ export function attemptDelivery(env: Env, options: DeliveryOptions, row: Deliver
   return attempt(env, options, row, io, true);
 }
 
-/** A conversation with its event and endpoint, or null. */
+/** A conversation with its event and endpoint, or null (also for a removed account's event). */
 export function loadDeliveryRow(db: D1Database, conversationId: string): Promise<DeliveryRow | null> {
-  return db.prepare(`${DELIVERY_SELECT} WHERE c.id = ?`).bind(conversationId).first<DeliveryRow>();
+  return db
+    .prepare(`${DELIVERY_SELECT} WHERE c.id = ? AND ${visibleEvent('ev.account_id')}`)
+    .bind(conversationId)
+    .first<DeliveryRow>();
 }

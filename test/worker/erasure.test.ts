@@ -1,0 +1,113 @@
+// Removing an account erases it: from the moment DELETE answers no read path shows its mail (the
+// events feed, an event by id, the webhook conversations included), and once the purge is over no
+// row of it is left in any D1 table and no object under its R2 prefixes; the account.remove event
+// is all that remains.
+import { runDurableObjectAlarm } from 'cloudflare:test';
+import { env } from 'cloudflare:workers';
+import { describe, expect, it } from 'vitest';
+import { deliveryOptions } from '../../worker/webhooks/schedule.ts';
+import { api } from './helpers.ts';
+import { leased, messageIn, rawMessage } from './sync-helpers.ts';
+import { consume, createEndpoint, recordingEnv, subscriber } from './webhook-helpers.ts';
+
+const countOf = async (sql: string, ...params: unknown[]) =>
+  (await env.DB.prepare(sql)
+    .bind(...params)
+    .first<{ n: number }>())!.n;
+
+/** Rows that belong to the account, table by table (every table of the schema that can hold one). */
+const ROWS_OF_ACCOUNT: Record<string, string> = {
+  accounts: 'SELECT COUNT(*) AS n FROM accounts WHERE id = ?1',
+  folders: 'SELECT COUNT(*) AS n FROM folders WHERE account_id = ?1',
+  emails: 'SELECT COUNT(*) AS n FROM emails WHERE account_id = ?1',
+  email_folders: 'SELECT COUNT(*) AS n FROM email_folders WHERE account_id = ?1',
+  email_participants: 'SELECT COUNT(*) AS n FROM email_participants WHERE account_id = ?1',
+  attachments: 'SELECT COUNT(*) AS n FROM attachments WHERE account_id = ?1',
+  contacts: 'SELECT COUNT(*) AS n FROM contacts WHERE account_id = ?1',
+  thread_keys: 'SELECT COUNT(*) AS n FROM thread_keys WHERE account_id = ?1',
+  email_search: 'SELECT COUNT(*) AS n FROM email_search WHERE account_id = ?1',
+  outgoing_messages: 'SELECT COUNT(*) AS n FROM outgoing_messages WHERE account_id = ?1',
+  idempotency_keys: 'SELECT COUNT(*) AS n FROM idempotency_keys WHERE account_id = ?1',
+  tracking_hits: "SELECT COUNT(*) AS n FROM tracking_hits WHERE tracking_id = 'trk_erasure' AND ?1 IS NOT NULL",
+  events: "SELECT COUNT(*) AS n FROM events WHERE account_id = ?1 AND type != 'account.remove'",
+  webhook_conversations:
+    'SELECT COUNT(*) AS n FROM webhook_conversations WHERE event_id NOT IN (SELECT id FROM events) AND ?1 IS NOT NULL',
+};
+
+describe('removing an account', () => {
+  it('hides its events and deliveries at once, and the purge leaves nothing of it but account.remove', {
+    timeout: 120_000,
+  }, async () => {
+    const { id, stub } = await leased();
+    const endpoint = await createEndpoint({ trigger_events: ['email.new'] });
+    const messages = Array.from({ length: 20 }, (_, k) =>
+      messageIn(k + 1, rawMessage({ subject: `erase me ${k}`, from: `friend${k}@remote.test` })),
+    );
+    await stub.applyChanges('gw-1', [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages }]);
+    const { results: events } = await env.DB.prepare(
+      "SELECT id FROM events WHERE account_id = ? AND type = 'email.new'",
+    )
+      .bind(id)
+      .all<{ id: string }>();
+    expect(events).toHaveLength(20);
+    // Their deliveries: fanned out, the calls failed, so they wait for a retry.
+    const { env: testEnv } = recordingEnv();
+    const sub = subscriber(500);
+    await consume(
+      testEnv,
+      deliveryOptions({ fetch: sub.fetch, timeoutMs: 5_000 }),
+      events.map((e) => ({ kind: 'event' as const, event_id: e.id })),
+    );
+    expect(sub.calls).toHaveLength(20);
+    // What a send leaves: its record, its stored idempotent answer, tracking hits, a composed message.
+    await env.DB.batch([
+      env.DB.prepare(
+        `INSERT INTO outgoing_messages (account_id, message_id, kind, tracking_id, created_at, outcome)
+         VALUES (?, '<sent@erasure>', 'send', 'trk_erasure', '2026-01-01T00:00:00Z', 'sent')`,
+      ).bind(id),
+      env.DB.prepare(
+        `INSERT INTO idempotency_keys (key, scope, request_hash, status, created_at, expires_at, account_id, message_id, response_json)
+         VALUES ('erase-key', 'POST /emails', 'h', 'completed', ?1, ?1 + 86400000, ?2, '<sent@erasure>', '{"subject":"erase me"}')`,
+      ).bind(Date.now(), id),
+      env.DB.prepare(
+        "INSERT INTO tracking_hits (tracking_id, key, window_start_ms, count) VALUES ('trk_erasure', 'open', ?, 1)",
+      ).bind(Date.now()),
+    ]);
+    await env.BLOBS.put(`outgoing/${id}/leftover.json`, '{}');
+
+    const removed = await api('DELETE', `/accounts/${id}`);
+    expect(removed.status).toBe(200);
+
+    // At once: nothing of it in the feed, by id, or in the endpoint's conversations.
+    expect((await api('GET', `/events?account_id=${id}`)).body.data).toEqual([]);
+    const feed = (await api('GET', '/events?limit=100')).body.data as { account_id: string | null }[];
+    expect(feed.filter((e) => e.account_id === id)).toEqual([]);
+    for (const e of events.slice(0, 3)) expect((await api('GET', `/events/${e.id}`)).status).toBe(404);
+    const listed = await api('GET', `/webhooks/conversations?endpoint_id=${endpoint.id}`);
+    expect(listed.status).toBe(200);
+    expect(listed.body.data).toEqual([]);
+
+    // Its waiting deliveries are never made: a retry pass makes no call.
+    await consume(
+      testEnv,
+      deliveryOptions({ fetch: sub.fetch, timeoutMs: 5_000, now: () => Date.now() + 3_600_000 }),
+      (
+        await env.DB.prepare('SELECT id FROM webhook_conversations WHERE endpoint_id = ?')
+          .bind(endpoint.id)
+          .all<{ id: string }>()
+      ).results.map((c) => ({ kind: 'delivery' as const, conversation_id: c.id })),
+    );
+    expect(sub.calls).toHaveLength(20);
+
+    // The purge, alarm by alarm.
+    for (let runs = 0; runs < 100 && (await runDurableObjectAlarm(stub)); runs++);
+    for (const [table, sql] of Object.entries(ROWS_OF_ACCOUNT)) expect(await countOf(sql, id), table).toBe(0);
+    for (const prefix of [`accounts/${id}/`, `outgoing/${id}/`])
+      expect((await env.BLOBS.list({ prefix })).objects, prefix).toEqual([]);
+    const left = await env.DB.prepare('SELECT type FROM events WHERE account_id = ?').bind(id).all<{ type: string }>();
+    expect(left.results).toEqual([{ type: 'account.remove' }]);
+    expect((await api('GET', `/events?account_id=${id}`)).body.data.map((e: { type: string }) => e.type)).toEqual([
+      'account.remove',
+    ]);
+  });
+});

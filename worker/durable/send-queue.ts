@@ -1,0 +1,186 @@
+/**
+ * An account's sends, owned by its object rather than by the HTTP request that asked for them. A
+ * send is admitted (a bounded queue: a full one answers 429 before anything is stored), accepted
+ * (its time budget starts), handed to the gateway holding the account, and ends sent, refused or
+ * unknown. Each step is in the object's SQLite before it is taken, and the outcome is written to
+ * `outgoing_messages` by the object itself, so a client that goes away, or a request cancelled,
+ * changes nothing: the Idempotency-Key's repeat finds the outcome there (send/idempotency.ts).
+ *
+ * An object that restarts finds what an earlier instance left: a send only accepted never reached a
+ * gateway (recorded as failed: nothing went out); one handed on stays unknown until the gateway's
+ * report, the synced copy, or the key's final "outcome unknown" settles it. Nothing is sent again.
+ */
+import { OutgoingResult, type GatewayRequest } from '../../common/relay.ts';
+import { answerOf, callHolder, sendBudget, type CommandAnswer } from '../commands/holder.ts';
+import type { Env } from '../env.ts';
+import { ApiError, OutcomeUnknown } from '../lib/errors.ts';
+import { outgoingBlobKey, settleOutgoing } from '../send/outgoing.ts';
+import type { Lease } from './lease.ts';
+
+export type SendRequest = Extract<GatewayRequest, { op: 'send' }>;
+
+/** Default of SEND_QUEUE_LIMIT: sends one account may have admitted and not finished. */
+const QUEUE_LIMIT_DEFAULT = 16;
+/** An admission whose request never came back with its message (it died composing) is freed after this. */
+const ADMISSION_TTL_MS = 2 * 60_000;
+/** Less than this left of a send's budget when its turn comes: it is refused rather than started. */
+const MIN_TURN_MS = 1_000;
+
+export function sendQueueLimit(env: Env): number {
+  const limit = Number(env.SEND_QUEUE_LIMIT);
+  return Number.isInteger(limit) && limit >= 1 && limit <= 1000 ? limit : QUEUE_LIMIT_DEFAULT;
+}
+
+export type Admission = { ok: true; ticket: string } | { ok: false; retry_after_s: number };
+
+export class SendQueue {
+  private readonly sql: SqlStorage;
+  private readonly env: Env;
+  /** Admitted sends whose message has not arrived yet: when each was admitted (its budget's start). */
+  private readonly admitted = new Map<string, number>();
+  private recovered: Promise<void> | null = null;
+
+  constructor(sql: SqlStorage, env: Env) {
+    this.sql = sql;
+    this.env = env;
+  }
+
+  migrate(): void {
+    this.sql.exec(`CREATE TABLE IF NOT EXISTS sends (
+      name TEXT PRIMARY KEY, account_id TEXT NOT NULL, message_id TEXT NOT NULL,
+      state TEXT NOT NULL, accepted_ms INTEGER NOT NULL
+    )`);
+  }
+
+  /** A place in the queue, or how long to wait for one. */
+  async admit(): Promise<Admission> {
+    await this.recover();
+    const now = Date.now();
+    for (const [ticket, at] of this.admitted) if (now - at > ADMISSION_TTL_MS) this.admitted.delete(ticket);
+    // The queue: admissions waiting for their message, and accepted sends still within their budget
+    // (a send's record outlives its budget only if its run was cut short; it no longer holds a place).
+    const budgetMs = this.budgetMs();
+    const running = this.sql
+      .exec<{ accepted_ms: number }>('SELECT accepted_ms FROM sends WHERE accepted_ms > ?', now - budgetMs)
+      .toArray()
+      .map((r) => r.accepted_ms);
+    const starts = [...this.admitted.values(), ...running];
+    if (starts.length >= sendQueueLimit(this.env)) {
+      const freeAt = Math.min(...starts) + budgetMs;
+      return { ok: false, retry_after_s: Math.max(1, Math.ceil((freeAt - now) / 1000)) };
+    }
+    const ticket = crypto.randomUUID();
+    this.admitted.set(ticket, now);
+    return { ok: true, ticket };
+  }
+
+  /** Gives the place back (the request failed before its message was ready). */
+  release(ticket: string): void {
+    this.admitted.delete(ticket);
+  }
+
+  private budgetMs(): number {
+    const budget = sendBudget(this.env);
+    return budget.waitMs + budget.timeoutMs;
+  }
+
+  /**
+   * Runs an admitted send on the account's command chain (`chain`) and records its outcome. The
+   * budget runs from admission: a send whose turn comes too late is refused, nothing sent.
+   */
+  async run(
+    ticket: string,
+    request: SendRequest,
+    messageId: string,
+    chain: <T>(work: () => Promise<T>) => Promise<CommandAnswer<T>>,
+    lease: () => Lease | null,
+  ): Promise<CommandAnswer<OutgoingResult>> {
+    await this.recover();
+    const admittedAt = this.admitted.get(ticket) ?? Date.now();
+    // From here its record holds its place in the queue.
+    this.record(request, messageId, 'accepted', admittedAt);
+    this.admitted.delete(ticket);
+    const deadline = admittedAt + this.budgetMs();
+    // What follows the send runs on the chain: when the caller's request is cancelled, the runtime
+    // drops this call's own continuation, while the chain carries on and ends the send.
+    return chain(async () => {
+      try {
+        return await this.carryOut(request, messageId, deadline, lease);
+      } finally {
+        this.sql.exec('DELETE FROM sends WHERE name = ?', request.key);
+        await this.env.BLOBS.delete(outgoingBlobKey(request.account_id, request.key)).catch(() => undefined);
+      }
+    });
+  }
+
+  private async carryOut(
+    request: SendRequest,
+    messageId: string,
+    deadline: number,
+    lease: () => Lease | null,
+  ): Promise<OutgoingResult> {
+    const answer = await answerOf(async () => {
+      const left = deadline - Date.now();
+      if (left < MIN_TURN_MS)
+        throw new ApiError(
+          'provider_error',
+          "The send waited in the account's queue past its time budget (SEND_TIMEOUT_SECONDS) behind earlier sends; nothing was sent. Send it again.",
+        );
+      this.sql.exec("UPDATE sends SET state = 'handed' WHERE name = ?", request.key);
+      try {
+        const waitMs = Math.min(sendBudget(this.env).waitMs, left - MIN_TURN_MS);
+        return OutgoingResult.parse(await callHolder(this.env, lease, request, { waitMs, deadline }));
+      } catch (err) {
+        if (err instanceof ApiError) throw err;
+        // Anything else once the gateway may have it (a malformed answer, a platform error): unknown.
+        throw new OutcomeUnknown(`The send's answer could not be read: ${(err as Error).message}.`);
+      }
+    });
+    if (answer.ok) await settleOutgoing(this.env.DB, request.account_id, messageId, 'sent');
+    else if (!answer.outcome_unknown)
+      await settleOutgoing(this.env.DB, request.account_id, messageId, 'failed', answer.detail);
+    if (answer.ok) return answer.value;
+    throw answer.outcome_unknown ? new OutcomeUnknown(answer.detail) : new ApiError(answer.kind, answer.detail);
+  }
+
+  private record(request: SendRequest, messageId: string, state: 'accepted', acceptedMs: number): void {
+    this.sql.exec(
+      'INSERT OR REPLACE INTO sends (name, account_id, message_id, state, accepted_ms) VALUES (?, ?, ?, ?, ?)',
+      request.key,
+      request.account_id,
+      messageId,
+      state,
+      acceptedMs,
+    );
+  }
+
+  /** Once per instance, before its first send: settles what an earlier instance left. */
+  private recover(): Promise<void> {
+    this.recovered ??= this.settleLeftovers().catch((err: unknown) => {
+      this.recovered = null; // tried again before the next send
+      throw err;
+    });
+    return this.recovered;
+  }
+
+  private async settleLeftovers(): Promise<void> {
+    {
+      const left = this.sql
+        .exec<{ name: string; account_id: string; message_id: string; state: string }>(
+          'SELECT name, account_id, message_id, state FROM sends',
+        )
+        .toArray();
+      for (const send of left) {
+        if (send.state === 'accepted')
+          await settleOutgoing(
+            this.env.DB,
+            send.account_id,
+            send.message_id,
+            'failed',
+            "the account's object restarted before handing the message to a gateway; nothing was sent",
+          );
+        this.sql.exec('DELETE FROM sends WHERE name = ?', send.name);
+      }
+    }
+  }
+}

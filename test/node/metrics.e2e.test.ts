@@ -108,7 +108,11 @@ describe('a gateway with GATEWAY_HTTP_PORT', () => {
 
   it('counts a refused password as errors_total{class="auth"}', async () => {
     const before = (await scrape(http)).value('mailbox_gateway_errors_total', { class: 'auth' });
-    const res = await service.api('POST', '/auth/intent', mailboxIntent(mail.info(), 'bob', { password: 'not-her-password-7f3a' }));
+    const res = await service.api(
+      'POST',
+      '/auth/intent',
+      mailboxIntent(mail.info(), 'bob', { password: 'not-her-password-7f3a' }),
+    );
     expect(res.status).toBe(401);
     const after = (await scrape(http)).value('mailbox_gateway_errors_total', { class: 'auth' });
     expect(after).toBeGreaterThan(before);

@@ -48,14 +48,15 @@ function bytesOf(size: number | string): number {
   return Number(match[1]) * { B: 1, kB: 1e3, KB: 1e3, MB: 1e6, GB: 1e9 }[match[2] as 'B'];
 }
 
-/** The gateway's node process inside the container: the one whose environment names our gateway id. */
+/** The gateway's process inside the container: running the bundle, with our gateway id in its environment. */
 function gatewayPid(): number | null {
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'latin1');
+      if (!cmdline.includes('dist/gateway/main.mjs') || cmdline.includes('buildah')) continue;
       const environ = readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0');
-      const comm = readFileSync(`/proc/${entry}/comm`, 'utf8').trim();
-      if (comm === 'node' && environ.includes(`GATEWAY_ID=${GATEWAY_ID}`)) return Number(entry);
+      if (environ.includes(`GATEWAY_ID=${GATEWAY_ID}`)) return Number(entry);
     } catch {
       // gone, or not ours to read
     }

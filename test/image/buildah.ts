@@ -55,7 +55,7 @@ function makeRootfs(projectRoot: string): string {
       'node',
       [
         '-p',
-        "require.resolve('npm/package.json', { paths: ['/usr/lib/node_modules', '/usr/local/lib/node_modules'] })",
+        "require.resolve('npm/package.json', { paths: ['/usr/lib/node_modules', '/usr/local/lib/node_modules', '/usr/share/nodejs'] })",
       ],
       {
         encoding: 'utf8',

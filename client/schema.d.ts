@@ -449,6 +449,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/gateways": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the live gateways
+         * @description Every gateway heard from within a lease time (`GATEWAY_LEASE_TTL_SECONDS`), with the accounts it holds, its capacity, its last heartbeat and its version. A gateway that stops cleanly leaves the list at once; one that dies leaves it after a lease time.
+         */
+        get: operations["listGateways"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/openapi.json": {
         parameters: {
             query?: never;
@@ -1751,6 +1771,38 @@ export interface components {
             has_more: boolean;
             /** @description Pass it back as `cursor` (with the same filters) for the next page; null on the last. */
             cursor: string | null;
+        };
+        Gateway: {
+            /** @constant */
+            object: "Gateway";
+            /** @description GATEWAY_ID of the process (by default host name, process id and a random tail). */
+            id: string;
+            /** @description Accounts whose lease it holds now. */
+            accounts_held: number;
+            /** @description The most accounts it takes (GATEWAY_CAPACITY). */
+            capacity: number;
+            /** @description Whether its control socket is open (sends and mailbox actions need it). */
+            connected: boolean;
+            /**
+             * Format: date-time
+             * @description When its control socket last connected.
+             * @example 2026-11-24T09:30:00.000Z
+             */
+            connected_at: string;
+            /**
+             * Format: date-time
+             * @description When it last renewed its leases.
+             * @example 2026-11-24T09:30:00.000Z
+             */
+            last_heartbeat_at: string;
+            /** @description The version it reports; null before its first heartbeat. */
+            version: string | null;
+        };
+        Gateways: {
+            /** @constant */
+            object: "Gateways";
+            /** @description Every live gateway (heard from within a lease time), by id. */
+            data: components["schemas"]["Gateway"][];
         };
         WebhookEndpoint: {
             /** @constant */
@@ -4444,6 +4496,55 @@ export interface operations {
             };
             /** @description `errors/not_found`: Not found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/unexpected_error`: Unexpected error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listGateways: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Gateways"];
+                };
+            };
+            /** @description `errors/unauthorized`: Unauthorized; `errors/invalid_credentials`: Invalid credentials */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -201,6 +201,8 @@ export const HeartbeatRequest = z.object({
   held: z.array(z.string()),
   /** The most accounts this gateway takes (GATEWAY_CAPACITY). */
   capacity: z.number().int().positive(),
+  /** The gateway's version, shown in GET /gateways. */
+  version: z.string().max(50).optional(),
 });
 export type HeartbeatRequest = z.infer<typeof HeartbeatRequest>;
 

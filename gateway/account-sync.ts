@@ -10,6 +10,7 @@ import type { CommandConnection } from './command-connection.ts';
 import { classifyError, isAuthFailure } from './errors.ts';
 import { errorFields, type Logger } from './log.ts';
 import { MailboxCommands } from './mailbox.ts';
+import { countFailure } from './metrics.ts';
 import { Session } from './session.ts';
 import { Aborted, isLeaseLost, WorkerHttpError } from './worker-client.ts';
 
@@ -119,6 +120,7 @@ export class AccountSync {
             classifyError(failure, 'IMAP', this.#config.imap.host, this.#config.imap.port).message,
           );
       }
+      countFailure(failure);
       this.#log.warn('session ended', { ...errorFields(failure), retry_in_ms: delay });
       await sleep(delay, signal);
     }

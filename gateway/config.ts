@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { CONNECTION_ENV, DEFAULT_CONNECTIONS, type ConnectionSettings } from './connection-settings.ts';
-import type { LogLevel } from './log.ts';
+import type { LogFormat, LogLevel } from './log.ts';
 
 /** Tuning of the per-account sync; every value has an environment variable (see `loadConfig`). */
 export interface SyncSettings extends ConnectionSettings {
@@ -29,6 +29,10 @@ export interface GatewayConfig {
   /** The most accounts this gateway takes (GATEWAY_CAPACITY). */
   capacity: number;
   logLevel: LogLevel;
+  /** One JSON object a line (the default when stderr is not a terminal), or text for a person. */
+  logFormat: LogFormat;
+  /** GET /healthz and /metrics on this port (GATEWAY_HTTP_PORT; null: off) and address. */
+  http: { port: number; host: string } | null;
   sync: SyncSettings;
 }
 
@@ -97,5 +101,24 @@ export function loadConfig(env: NodeJS.ProcessEnv): GatewayConfig {
   const logLevel = (env.GATEWAY_LOG_LEVEL || 'info') as LogLevel;
   if (!['debug', 'info', 'warn', 'error'].includes(logLevel))
     throw new ConfigError('GATEWAY_LOG_LEVEL must be debug, info, warn or error');
-  return { workerUrl, secret: env.GATEWAY_SECRET!, gatewayId, capacity, logLevel, sync };
+  const logFormat = (env.GATEWAY_LOG_FORMAT || (process.stderr.isTTY ? 'text' : 'json')) as LogFormat;
+  if (!['json', 'text'].includes(logFormat)) throw new ConfigError('GATEWAY_LOG_FORMAT must be json or text');
+  return {
+    workerUrl,
+    secret: env.GATEWAY_SECRET!,
+    gatewayId,
+    capacity,
+    logLevel,
+    logFormat,
+    http: httpSettings(env),
+    sync,
+  };
+}
+
+function httpSettings(env: NodeJS.ProcessEnv): GatewayConfig['http'] {
+  if (!env.GATEWAY_HTTP_PORT) return null;
+  const port = Number(env.GATEWAY_HTTP_PORT);
+  if (!Number.isInteger(port) || port < 1 || port > 65535)
+    throw new ConfigError('GATEWAY_HTTP_PORT must be a port number (1-65535)');
+  return { port, host: env.GATEWAY_HTTP_HOST || '127.0.0.1' };
 }

@@ -11,6 +11,9 @@ export class GatewayError extends Error {
   }
 }
 
+/** A call to the Worker that failed: refused (4xx), or out of reach after its retries. */
+export class WorkerFailure extends Error {}
+
 type Service = 'IMAP' | 'SMTP';
 
 const NETWORK: Record<string, string> = {
@@ -81,4 +84,16 @@ export function classifyError(err: unknown, service: Service, host: string, port
     if (what) return new GatewayError('provider_error', `${where}: ${what}`);
   }
   return new GatewayError('provider_error', `${where}: ${codes[0] ?? 'unexpected server response'}`);
+}
+
+export type FailureClass = 'auth' | 'network' | 'tls' | 'protocol' | 'worker';
+
+/** The class of a failure, for the metrics: which side broke, never who. */
+export function failureClass(err: unknown): FailureClass {
+  if (err instanceof WorkerFailure) return 'worker';
+  if (isAuthFailure(err) || (err instanceof GatewayError && err.kind === 'invalid_credentials')) return 'auth';
+  const codes = codesOf(err);
+  if (isTlsError(err, codes)) return 'tls';
+  if (codes.some((code) => code in NETWORK)) return 'network';
+  return 'protocol';
 }

@@ -18,6 +18,7 @@ import { Coalescer } from './async.ts';
 import { uidsUpTo, type FolderChanges, type FolderStatus, type PassTail } from './folder-changes.ts';
 import { isSelectable, STATUS_QUERY, type ServerFeatures } from './imap.ts';
 import { errorFields, type Logger } from './log.ts';
+import { observeRelay } from './metrics.ts';
 import { hasSource, hasUid, MESSAGE_OVERHEAD_BYTES, messageQuery, toRelayed, type StageSource } from './messages.ts';
 import { Aborted } from './worker-client.ts';
 
@@ -153,6 +154,7 @@ export class FolderPasses {
         this.#pendingExpunges.delete(path);
       }
       if (lastUid > base.last_uid && notifiedAt !== undefined) {
+        observeRelay(notifiedAt);
         host.log.debug('relayed new mail', {
           path,
           last_uid: lastUid,

@@ -12,6 +12,8 @@ import { OutgoingSends } from './sends.ts';
 import { backoffDelay, sleep } from './async.ts';
 import type { GatewayConfig } from './config.ts';
 import { errorFields, type Logger } from './log.ts';
+import { countFailure, type GatewayState } from './metrics.ts';
+import { GATEWAY_VERSION } from './version.ts';
 import { verifyMailbox } from './verify.ts';
 import { Aborted, isGatewayIdInUse, isLeaseLost, WorkerClient } from './worker-client.ts';
 
@@ -33,6 +35,8 @@ export class Gateway {
   #tasks: Promise<void>[] = [];
   /** Ends the heartbeat loop's wait: the Worker asked for a heartbeat now (`rebalance`). */
   #wake = new AbortController();
+  /** The last heartbeat's fate, for /healthz and /metrics. */
+  #heartbeat = { answeredAt: null as number | null, reachable: false, leaseTtlMs: 3 * INITIAL_HEARTBEAT_MS };
 
   constructor(config: GatewayConfig, log: Logger) {
     this.#config = config;
@@ -56,6 +60,18 @@ export class Gateway {
         maxMs: sync.reconnectMaxMs,
       }),
     );
+  }
+
+  /** What /healthz and /metrics report. */
+  state(): GatewayState {
+    return {
+      gatewayId: this.#config.gatewayId,
+      version: GATEWAY_VERSION,
+      accounts: this.#accounts.size,
+      lastHeartbeatAt: this.#heartbeat.answeredAt,
+      workerReachable: this.#heartbeat.reachable,
+      leaseTtlMs: this.#heartbeat.leaseTtlMs,
+    };
   }
 
   /**
@@ -126,6 +142,7 @@ export class Gateway {
         const held = [...this.#accounts.keys()];
         const res = await this.#worker.heartbeat(held, this.#config.capacity, { signal, attempts: 4 });
         refusals = 0;
+        this.#heartbeat = { answeredAt: Date.now(), reachable: true, leaseTtlMs: res.lease_ttl_ms };
         interval = Math.max(1_000, Math.floor(res.lease_ttl_ms / 3));
         wait = interval;
         await Promise.all(res.lost.map((id) => this.#release(id, 'lease lost')));
@@ -133,6 +150,8 @@ export class Gateway {
         for (const id of res.claimable) if (!this.#accounts.has(id) && this.#hasRoom()) void this.#lease(id);
       } catch (err) {
         if (err instanceof Aborted) break;
+        this.#heartbeat.reachable = isGatewayIdInUse(err);
+        countFailure(err);
         if (isGatewayIdInUse(err)) {
           // Never fight the owner of the id: hold nothing, and try again until it is gone.
           wait = backoffDelay(refusals++, INITIAL_HEARTBEAT_MS, 60_000);

@@ -2,6 +2,7 @@
 import { ImapFlow, type ImapFlowOptions, type ListResponse, type StatusObject } from 'imapflow';
 import { createSecureContext, type SecureContext } from 'node:tls';
 import type { FolderInfo, ServerConfig } from '../common/relay.ts';
+import { trackImapConnection } from './metrics.ts';
 
 let defaultContext: SecureContext | undefined;
 
@@ -54,6 +55,7 @@ export async function openImap(options: ImapFlowOptions): Promise<ImapFlow> {
     client.close();
     throw err;
   }
+  trackImapConnection(client);
   return client;
 }
 

@@ -1,6 +1,7 @@
 /**
  * Entry point: `node gateway/main.ts` (or `npm run gateway`).
- * Required env: WORKER_URL, GATEWAY_SECRET. Optional: GATEWAY_ID, GATEWAY_CAPACITY, GATEWAY_LOG_LEVEL
+ * Required env: WORKER_URL, GATEWAY_SECRET. Optional: GATEWAY_ID, GATEWAY_CAPACITY, GATEWAY_LOG_LEVEL,
+ * GATEWAY_LOG_FORMAT, GATEWAY_HTTP_PORT and GATEWAY_HTTP_HOST (health and metrics, gateway/http.ts)
  * and the tuning variables of config.ts. SIGTERM/SIGINT close every connection, hand the leases
  * back (the other gateways take the accounts at once) and exit 0.
  */
@@ -17,8 +18,20 @@ try {
   process.exit(1);
 }
 
-const log = createLogger(config.logLevel, { gateway: config.gatewayId });
+const log = createLogger(config.logLevel, { gateway: config.gatewayId }, undefined, config.logFormat);
 const gateway = new Gateway(config, log);
+if (config.http) {
+  const { port, host } = config.http;
+  try {
+    // Loaded only when asked for: a gateway without the port never loads prom-client.
+    const { startHttp } = await import('./http.ts');
+    await startHttp(port, host, () => gateway.state());
+    log.info('health and metrics listening', { address: `${host}:${port}` });
+  } catch (err) {
+    log.error('could not serve health and metrics', { address: `${host}:${port}`, ...errorFields(err) });
+    process.exit(1);
+  }
+}
 gateway.start();
 
 let stopping = false;

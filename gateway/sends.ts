@@ -9,6 +9,7 @@ import type { GatewayRequest, OutgoingResult } from '../common/relay.ts';
 import { GatewayError } from './errors.ts';
 import { errorFields, type Logger } from './log.ts';
 import type { MailboxCommands } from './mailbox.ts';
+import { countSend } from './metrics.ts';
 import type { WorkerClient } from './worker-client.ts';
 
 type SendRequest = Extract<GatewayRequest, { op: 'send' }>;
@@ -34,6 +35,7 @@ export class OutgoingSends {
     const known = this.#runs.get(id);
     if (known) return known.result;
     const result = this.#send(request, commands);
+    countSend(result);
     this.#runs.set(id, { result, startedAt: now });
     return result;
   }

@@ -1,7 +1,7 @@
 /**
  * One connected period of an account (see gateway/account-sync.ts for the retry loop around it).
  *
- * Its IMAP connections (README "Connections per account"):
+ * Its IMAP connections (docs/sync.md):
  *  - the primary connection: IDLE on INBOX (Gmail: All Mail), and the folder list with STATUS
  *    (at the start, at each poll of gateway/poll.ts; imapflow leaves IDLE for the command and goes
  *    back to it); plus one IDLE connection per extra watched folder when the operator asks for them

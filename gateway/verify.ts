@@ -3,6 +3,7 @@ import type { MailboxConfig, VerifyResult } from '../common/relay.ts';
 import { DEFAULT_SYNC } from './config.ts';
 import { classifyError } from './errors.ts';
 import { imapOptions, listFolders, openImap } from './imap.ts';
+import { countFailure } from './metrics.ts';
 import { checkSmtpLogin } from './smtp-login.ts';
 
 async function verifyImap(config: MailboxConfig, timeoutMs: number) {
@@ -26,6 +27,7 @@ export async function verifyMailbox(
     verifyImap(config, timeoutMs),
     checkSmtpLogin(config.smtp, timeoutMs),
   ]);
+  for (const login of [imap, smtp]) if (login.status === 'rejected') countFailure(login.reason);
   if (imap.status === 'rejected') throw classifyError(imap.reason, 'IMAP', config.imap.host, config.imap.port);
   if (smtp.status === 'rejected') throw classifyError(smtp.reason, 'SMTP', config.smtp.host, config.smtp.port);
   return { folders: imap.value };

@@ -25,8 +25,10 @@ import { randomUUID } from 'node:crypto';
 import { DEAD_AFTER_MS, PING, PING_INTERVAL_MS, PONG } from '../common/heartbeat.ts';
 import { GATEWAY_SIGNATURE_HEADER, signRequest } from '../common/signing.ts';
 import { backoffDelay, sleep } from './async.ts';
-import { GatewayError } from './errors.ts';
+import { GatewayError, WorkerFailure } from './errors.ts';
 import { errorFields, type Logger } from './log.ts';
+import { countRelayed } from './metrics.ts';
+import { GATEWAY_VERSION } from './version.ts';
 
 const REQUEST_TIMEOUT_MS = 60_000;
 /** How long a control request's answer is kept for a repeat of the same request id. */
@@ -41,7 +43,7 @@ const checkOutgoingMessage = relayCheck('OutgoingMessage');
 const checkWorkerToGateway = relayCheck('WorkerToGateway');
 
 /** A non-retryable answer (4xx) from the Worker. */
-export class WorkerHttpError extends Error {
+export class WorkerHttpError extends WorkerFailure {
   readonly status: number;
   readonly type: string | null;
   constructor(status: number, type: string | null, path: string) {
@@ -89,7 +91,13 @@ export class WorkerClient {
   }
 
   heartbeat(held: string[], capacity: number, opts?: PostOptions): Promise<HeartbeatResponse> {
-    const body: HeartbeatRequest = { gateway_id: this.gatewayId, instance: this.instance, held, capacity };
+    const body: HeartbeatRequest = {
+      gateway_id: this.gatewayId,
+      instance: this.instance,
+      held,
+      capacity,
+      version: GATEWAY_VERSION,
+    };
     return this.#post('/internal/gateway/heartbeat', body, checkHeartbeatResponse, opts);
   }
 
@@ -140,6 +148,7 @@ export class WorkerClient {
         encode_ms: Math.round((encoded - start) * 10) / 10,
         round_trip_ms: Math.round((performance.now() - encoded) * 10) / 10,
       });
+    countRelayed(changes);
     return response;
   }
 
@@ -220,7 +229,7 @@ export class WorkerClient {
         failure = err instanceof Error ? err.message : String(err);
       }
       if (opts.attempts !== undefined && attempt + 1 >= opts.attempts)
-        throw new Error(`worker request ${path} failed: ${failure}`);
+        throw new WorkerFailure(`worker request ${path} failed: ${failure}`);
       const delay = backoffDelay(attempt, RETRY_MIN_MS, RETRY_MAX_MS);
       this.#log.warn('worker request failed, retrying', {
         path: url.pathname,

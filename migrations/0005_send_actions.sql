@@ -1,4 +1,4 @@
--- Sending and drafts (issue 6). Every message the API sends or saves as a draft is recorded here
+-- Sending and drafts. Every message the API sends or saves as a draft is recorded here
 -- before it reaches the mail server, under its Message-ID: when its Sent (or Drafts) copy syncs, the
 -- sync finds it and marks the email `origin: api` with its tracking id and draft id.
 CREATE TABLE outgoing_messages (

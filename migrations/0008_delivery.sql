@@ -1,4 +1,4 @@
--- Delivery guarantees (README, "Delivery guarantees").
+-- Delivery guarantees (docs/delivery.md).
 
 -- The outbox remembers when an event's fan-out committed (its conversations exist in D1). The sweep
 -- re-sends every event without it, whatever happened to its queue messages: no dead-letter queue.

@@ -1,4 +1,4 @@
--- Delivery guarantees, second part (README, "Delivery guarantees"): sends whose outcome is not known
+-- Delivery guarantees, second part (docs/delivery.md): sends whose outcome is not known
 -- are never sent again, and account removal runs in bounded steps.
 
 -- An outgoing message's outcome: `pending` while the gateway has it and has not answered, `sent`,

@@ -1,4 +1,4 @@
--- The events feed (GET /events) and the rules of issue 13.
+-- The events feed (GET /events) and its ordering.
 
 -- Every event gets a sequence number in commit order: D1 has one writer, so a reader never sees
 -- number n + 1 before n, and `after=evt_…` resumes exactly where a subscriber stopped. The number

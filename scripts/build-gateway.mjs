@@ -5,6 +5,7 @@
 //
 // Left out of the bundle and loaded from node_modules when first needed:
 // - nodemailer, by the first send or draft (gateway/smtp.ts imports it dynamically);
+// - prom-client, when GATEWAY_HTTP_PORT asks for metrics (gateway/metrics.ts);
 // - the packages in LAZY, which imapflow imports when it loads but the gateway uses rarely or never:
 //   imapflow's imports of them get the stand-ins in gateway/lazy/ (each says what it saves), which
 //   require the real package on first use.
@@ -16,6 +17,10 @@ import { build } from 'esbuild';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const lazyDir = join(root, 'gateway', 'lazy');
 const LAZY = ['iconv-lite', 'encoding-japanese', 'pino'];
+/** Left out of the bundle: loaded from node_modules when first needed (prom-client: only with GATEWAY_HTTP_PORT). */
+const EXTERNAL = ['nodemailer', 'prom-client'];
+/** Every package the bundle may load at run time: what a gateway image holds besides the bundle. */
+export const RUNTIME_PACKAGES = [...EXTERNAL, ...LAZY];
 
 /**
  * Imports of a LAZY package go to its stand-in; the stand-in's own import stays a runtime require,
@@ -52,7 +57,7 @@ export async function buildGateway(outfile, entry = join(root, 'gateway', 'main.
     target: 'node22',
     logLevel: 'warning',
     outfile,
-    external: ['nodemailer'],
+    external: EXTERNAL,
     plugins: [lazyPackages],
     // Without comments and blank space the source V8 keeps in memory is a third smaller (and all
     // ASCII, one byte a character): about 8 MiB less RSS. Names are kept, so stack traces still read.

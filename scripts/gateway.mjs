@@ -3,7 +3,7 @@
 // gateway/main.ts into one JavaScript file with esbuild (scripts/build-gateway.mjs, in a child
 // process; dist/gateway/, git-ignored; about a second, at every start so it is never stale) and runs
 // it in this very process. The bundle starts about 40 MiB smaller than the .ts sources under Node's
-// type stripping (README "Known limits"); what it leaves to load from node_modules on first use:
+// type stripping (docs/capacity-and-limits.md); what it leaves to load from node_modules on first use:
 // see build-gateway.mjs. Without esbuild (`npm install --omit=dev`) the sources run as they are.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';

@@ -2,6 +2,7 @@
 import { useEffect, useState } from 'hono/jsx/dom';
 import { ApiKeysSection } from './api-keys.tsx';
 import { EmailsSection } from './emails.tsx';
+import { GatewaysSection } from './gateways.tsx';
 import { MailboxesSection } from './mailboxes.tsx';
 import { currentKey, onSessionChange, signOut } from './session.ts';
 import { SignIn } from './sign-in.tsx';
@@ -12,6 +13,7 @@ const SECTIONS = [
   { id: 'api-keys', title: 'API keys', view: ApiKeysSection },
   { id: 'webhooks', title: 'Webhooks', view: WebhooksSection },
   { id: 'emails', title: 'Emails', view: EmailsSection },
+  { id: 'gateways', title: 'Gateways', view: GatewaysSection },
 ] as const;
 
 const sectionFromHash = () => SECTIONS.find((s) => `#${s.id}` === location.hash) ?? SECTIONS[0];

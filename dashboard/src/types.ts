@@ -91,3 +91,13 @@ export interface Email {
   attachments: Attachment[];
   headers: { name: string; value: string }[];
 }
+
+export interface Gateway {
+  id: string;
+  accounts_held: number;
+  capacity: number;
+  connected: boolean;
+  connected_at: string;
+  last_heartbeat_at: string;
+  version: string | null;
+}

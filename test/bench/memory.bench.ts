@@ -2,7 +2,7 @@
  * Memory and connections of idle accounts: one gateway with its default settings holds N idle
  * accounts (BENCH_MEMORY_ACCOUNTS, default 1,000) on the test Dovecot. Prints the gateway's RSS with
  * no account (base), the RSS each idle account adds, and the IMAP connections per account as
- * Dovecot counts them (`doveadm who`). Nothing asserted: issue 16's goal is <= 150 KB per account,
+ * Dovecot counts them (`doveadm who`). Nothing asserted: the goal is <= 150 KB per account,
  * base <= 80 MB, <= 2 IMAP connections per account. BENCH_MEMORY_GATEWAY_ENV (JSON) adds environment
  * to the gateway's, e.g. '{"NODE_OPTIONS":"--max-semi-space-size=16"}' for a larger young generation.
  * The gateway runs the way operators run it (`npm run gateway`: scripts/gateway.mjs, the bundle);

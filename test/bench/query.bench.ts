@@ -1,5 +1,5 @@
 /**
- * List query latency (issue 4): GET /emails with three filters, limit 100, over 100,000 emails in
+ * List query latency: GET /emails with three filters, limit 100, over 100,000 emails in
  * the local D1 database, p50/p99 over real HTTP; beside it the very same SQL (statement text and
  * parameters from worker/emails/query.ts's buildEmailQuery, fed the same query strings) run directly
  * on the D1 SQLite file with node:sqlite: the floor, what the database alone costs.

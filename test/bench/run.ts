@@ -9,6 +9,7 @@ const BENCHES: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   query: () => import('./query.bench.ts'),
   webhooks: () => import('./webhooks.bench.ts'),
   memory: () => import('./memory.bench.ts'),
+  bundle: () => import('./bundle.bench.ts'),
 };
 
 const wanted = process.argv.slice(2);

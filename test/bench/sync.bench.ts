@@ -127,7 +127,7 @@ async function syncRun(
   await gateway.kill('SIGTERM');
   // Until the gateway sent its first change: process start, IMAP login, lease, listing, first fetch.
   const first = gateway.log.find((l) => l.includes('"relay changes"'));
-  const firstSent = first ? Date.parse(JSON.parse(first).t) - (JSON.parse(first).round_trip_ms ?? 0) - startWall : 0;
+  const firstSent = first ? Date.parse(JSON.parse(first).time) - (JSON.parse(first).round_trip_ms ?? 0) - startWall : 0;
   const run: Run = {
     startupSeconds: firstSent / 1000,
     label,

@@ -1,4 +1,4 @@
-// End to end: the connection economy of idle accounts (README "How a message travels"). 20 accounts
+// End to end: the connection economy of idle accounts (docs/sync.md). 20 accounts
 // on a real Dovecot hold at most 2 IMAP connections each, counted by the server (`doveadm who`), and
 // changes in folders nobody IDLEs on (a user-created one, one that existed before the connect)
 // reach the API within 30 s with the gateway's default settings.
@@ -10,7 +10,7 @@ import { connectMailbox } from './connect.ts';
 import { dumpLogsOnFailure, eventually, startService, type GatewayProcess, type Service } from './service.ts';
 
 const ACCOUNTS = 20;
-/** Issue 16: changes in other folders reach the API within 30 s by default. */
+/** Changes in other folders reach the API within 30 s by default. */
 const WITHIN_MS = 30_000;
 const users = Array.from({ length: ACCOUNTS }, (_, i) => `idle${String(i).padStart(2, '0')}`);
 

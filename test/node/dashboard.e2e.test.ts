@@ -317,6 +317,30 @@ describe('the dashboard', () => {
     }
   });
 
+  it('shows the live gateways in Gateways, with the accounts each holds', async () => {
+    // A second gateway joins the one the test started with: the section lists both.
+    service.startGateway('gw-dashboard-2');
+    await openSection('Gateways');
+    const table = page.getByRole('table');
+    // The section refreshes every 10 s; the counts settle once the second gateway took its share.
+    const fleet = await eventually(
+      async () => {
+        const { body } = await service.api('GET', '/gateways');
+        const data = body.data as { id: string; accounts_held: number }[];
+        if (data.length !== 2 || data.reduce((n, g) => n + g.accounts_held, 0) !== 2) return null;
+        for (const gateway of data) {
+          const row = table.getByRole('row').filter({ has: page.getByRole('cell', { name: gateway.id, exact: true }) });
+          if ((await row.getByRole('cell').nth(1).textContent()) !== String(gateway.accounts_held)) return null;
+        }
+        return data;
+      },
+      { what: 'both gateways in the Gateways table with their accounts', timeoutMs: 90_000, intervalMs: 1000 },
+    );
+    expect(fleet.map((g) => g.id).sort()).toEqual(['gw-dashboard', 'gw-dashboard-2']);
+    await visible(page.getByRole('status').filter({ hasText: '2 gateways holding 2 accounts.' }));
+    await screenshot('gateways');
+  });
+
   it('signs out on Sign out, forgetting the key', async () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await visible(page.getByLabel('API key', { exact: true }));

@@ -3,6 +3,7 @@
 // started with a live gateway's id. The lease time is the operator's setting
 // GATEWAY_LEASE_TTL_SECONDS, shortened here.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import pkg from '../../package.json' with { type: 'json' };
 import { startMailServer, type MailServer } from '../mailserver/mailserver.ts';
 import { mailboxIntent } from './connect.ts';
 import { dumpLogsOnFailure, eventually, startService, type GatewayProcess, type Service } from './service.ts';
@@ -33,6 +34,25 @@ function holders(): Map<string, string[]> {
 }
 
 const counts = (ids: string[]) => ids.map((id) => holders().get(id)?.length ?? 0);
+
+/** GET /api/v1/gateways, as any key sees it: id -> its entry. */
+async function listed(): Promise<
+  Map<string, { accounts_held: number; capacity: number; connected: boolean; version: string | null }>
+> {
+  const res = await service.api('GET', '/gateways');
+  expect(res.status).toBe(200);
+  return new Map(res.body.data.map((g: { id: string }) => [g.id, g]));
+}
+
+/** The API lists exactly `ids`, each with the accounts D1's leases give it. */
+async function listsFleet(ids: string[]): Promise<boolean> {
+  const fleet = await listed();
+  const byGateway = holders();
+  return (
+    [...fleet.keys()].sort().join() === [...ids].sort().join() &&
+    ids.every((id) => fleet.get(id)!.accounts_held === (byGateway.get(id)?.length ?? 0))
+  );
+}
 
 /** Each live gateway holds within [min, max] and together they hold all 30. */
 function spread(ids: string[], min: number, max: number): boolean {
@@ -110,6 +130,14 @@ describe('a fleet of three gateways', () => {
       intervalMs: 500,
     });
     console.log(`spread: ${counts(['gw-a', 'gw-b', 'gw-c']).join(', ')}`);
+    // GET /gateways: the three, with the accounts each holds, its capacity, its version.
+    await eventually(() => listsFleet(['gw-a', 'gw-b', 'gw-c']), { what: 'GET /gateways listing the three' });
+    const fleet = await listed();
+    expect([...fleet.values()].reduce((n, g) => n + g.accounts_held, 0)).toBe(30);
+    for (const gateway of fleet.values()) {
+      expect(gateway).toMatchObject({ capacity: 1000, connected: true, version: pkg.version });
+      expect(gateway.accounts_held).toBeGreaterThanOrEqual(7);
+    }
     await deliverToAll('before any failure', 60_000);
   }, 240_000);
 
@@ -151,6 +179,8 @@ describe('a fleet of three gateways', () => {
     );
     console.log(`after SIGTERM: ${leaving.length} accounts moved in ${Date.now() - started} ms`);
     expect(gateways.get('gw-b')!.log.some((l) => l.includes('leases released'))).toBe(true);
+    // A stopped gateway leaves the list at once.
+    expect([...(await listed()).keys()].sort()).toEqual(['gw-c', 'gw-d']);
     await deliverToAll('after a stop', 60_000);
   }, 120_000);
 

@@ -173,7 +173,7 @@ describe('sending', () => {
       unread: false,
     });
     expect(synced.body_plain).toContain('Hello Bob');
-    // IMAP gives no provider id: null, never "" (README, issue 13).
+    // IMAP gives no provider id: null, never "" (docs/api.md).
     expect(synced.provider_id).toBeNull();
     const news = events('email.new').filter((e) => e.message_id === res.body.message_id);
     expect(news).toHaveLength(1);

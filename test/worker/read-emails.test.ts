@@ -46,7 +46,7 @@ describe('GET /emails filters', () => {
     expect(sorted(await listEmails(`${base}&role=${mine.role}`))).toContain('to myself');
     expect(sorted(await listEmails(`${base}&role=${other}`))).not.toContain('to myself');
     expect(sorted(await listEmails(`${base}&role=UNKNOWN`))).toEqual(['in project']);
-    // Enum-valued filters take any case (README, issue 13).
+    // Enum-valued filters take any case (docs/api.md).
     expect(sorted(await listEmails(`${base}&role=unknown`))).toEqual(['in project']);
     expectError(await api('GET', `/emails?${base}&role=inboxes`), 400, 'invalid_parameters');
   });

@@ -86,7 +86,7 @@ describe('POST /emails: validation (nothing reaches a gateway)', () => {
     expect((await env.BLOBS.list({ prefix: `outgoing/${id}/` })).objects).toEqual([]);
   });
 
-  it('every JSON body refuses unknown fields with a 400 naming them (README, issue 13)', async () => {
+  it('every JSON body refuses unknown fields with a 400 naming them (docs/api.md)', async () => {
     const { id } = await createSyncedAccount();
     const ok = { account_id: id, to: [{ identifier: 'bob@example.test' }], subject: 'hi', body: '<p>hi</p>' };
     const named = async (res: Awaited<ReturnType<typeof api>>, ...fields: string[]) => {

@@ -3,7 +3,7 @@
  * the change's batch); after the batch commits, `dispatchEvents` puts the event ids on the queue and
  * marks them enqueued. Until the consumer's fan-out commits (`fanned_out_at`), the scheduled sweep
  * re-sends the row whatever went wrong (crash, queue outage, a consumer failing past the queue's
- * retries): at-least-once, with a stable event id (README, "Delivery guarantees").
+ * retries): at-least-once, with a stable event id (docs/delivery.md).
  */
 import type { Env } from '../env.ts';
 import { newId } from '../lib/ids.ts';

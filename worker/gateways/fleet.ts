@@ -107,7 +107,9 @@ export async function heartbeat(env: Env, request: HeartbeatRequest): Promise<He
     .all<{ id: string }>();
   const renewed = new Set(renewedRows.map((r) => r.id));
   const [, totalRow] = await db.batch<{ n: number }>([
-    db.prepare('UPDATE gateways SET held = ? WHERE id = ?').bind(renewed.size, gateway_id),
+    db
+      .prepare('UPDATE gateways SET held = ?, version = coalesce(?, version) WHERE id = ?')
+      .bind(renewed.size, request.version ?? null, gateway_id),
     db.prepare('SELECT count(*) AS n FROM accounts WHERE removed_at_ms IS NULL'),
     db.prepare('DELETE FROM gateways WHERE last_seen_ms < ?').bind(now - FORGET_GATEWAYS_AFTER_MS),
   ]);

@@ -9,6 +9,7 @@ import { ConversationListQuery } from '../routes/webhooks.ts';
 import { Account, AccountDeleted, Accounts, ApiKeyCreated, ApiKeyDeleted, ApiKeys } from '../schemas/accounts.ts';
 import { Success } from '../schemas/common.ts';
 import { Event, Events } from '../schemas/events.ts';
+import { Gateways } from '../schemas/gateways.ts';
 import { WebhookConversation, WebhookConversations, WebhookEndpoint, WebhookEndpoints } from '../schemas/webhooks.ts';
 import { createEndpointBody, patchEndpointBody } from '../webhooks/endpoints.ts';
 import type { Operation } from './operation.ts';
@@ -204,6 +205,18 @@ export const SERVICE_OPERATIONS: Operation[] = [
     summary: 'Get an event',
     ok: Event,
     errors: [404],
+  },
+  // Gateways
+  {
+    method: 'get',
+    path: '/gateways',
+    operationId: 'listGateways',
+    tag: 'Gateways',
+    summary: 'List the live gateways',
+    description:
+      'Every gateway heard from within a lease time (`GATEWAY_LEASE_TTL_SECONDS`), with the accounts it holds, its capacity, its last heartbeat and its version. A gateway that stops cleanly leaves the list at once; one that dies leaves it after a lease time.',
+    ok: Gateways,
+    errors: [],
   },
   // The reference itself (public)
   {

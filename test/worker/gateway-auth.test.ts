@@ -7,10 +7,11 @@
 import { createExecutionContext } from 'cloudflare:test';
 import { env, exports } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
-import { hmacSha256, toHex } from '../../common/crypto.ts';
+import { hmacSha256, sha256Hex, toHex } from '../../common/crypto.ts';
 import { GATEWAY_SIGNATURE_HEADER, signRequest } from '../../common/signing.ts';
 import { createApp } from '../../worker/app.ts';
 import { MAX_INTERNAL_BODY_BYTES } from '../../worker/gateways/auth.ts';
+import { newId } from '../../worker/lib/ids.ts';
 import { expectError } from './helpers.ts';
 import { meteredEnv, newMeter } from './metered.ts';
 import { GATEWAY_SECRET } from './sync-helpers.ts';
@@ -160,6 +161,33 @@ describe('signed gateway calls', () => {
       duplex: 'half',
     } as RequestInit);
     expectError(overlong, 401, 'unauthorized');
+  });
+});
+
+describe('a staged source', () => {
+  it('streams into R2 when the signature declares the SHA-256 in its path, and is refused otherwise', async () => {
+    const source = new TextEncoder().encode('Subject: staged\r\n\r\nbody\r\n');
+    const sha = await sha256Hex(source);
+    const accountId = newId('account');
+    const path = `/internal/gateway/accounts/${accountId}/sources/${sha}`;
+    const put = async (signedBody: Uint8Array, target = path) =>
+      send(target, {
+        method: 'PUT',
+        headers: {
+          [GATEWAY_SIGNATURE_HEADER]: await signRequest(GATEWAY_SECRET, {
+            method: 'PUT',
+            path: target,
+            body: signedBody,
+          }),
+        },
+        body: source,
+      });
+    expect((await put(source)).status).toBe(200);
+    expect(await (await env.BLOBS.get(`accounts/${accountId}/staged/${sha}.eml`))?.text()).toContain('staged');
+    const other = new TextEncoder().encode('Subject: other\r\n\r\nbody\r\n');
+    expectError(await put(other), 401, 'unauthorized');
+    const elsewhere = `/internal/gateway/accounts/${accountId}/sources/${await sha256Hex(other)}`;
+    expectError(await put(source, elsewhere), 401, 'unauthorized');
   });
 });
 

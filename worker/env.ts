@@ -28,6 +28,8 @@ export interface Env {
   ADMIN_API_KEY?: string;
   /** base64 of 32 random bytes: AES-256-GCM key for secrets at rest. */
   CREDENTIALS_KEY: string;
+  /** The CREDENTIALS_KEY before a rotation: still opens what it sealed, which is then sealed again (docs/security.md). */
+  CREDENTIALS_KEY_PREVIOUS?: string;
   /** Shared secret that signs every call between the gateway and the Worker. */
   GATEWAY_SECRET: string;
   /** "true" allows webhook URLs on private/loopback addresses (local development). */

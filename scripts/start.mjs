@@ -132,6 +132,7 @@ if (existsSync(join(root, 'gateway', 'main.ts')) && process.env.START_GATEWAY !=
       ...gatewayEnv,
       WORKER_URL: process.env.WORKER_URL ?? `http://127.0.0.1:${port}`,
       GATEWAY_SECRET: vars.GATEWAY_SECRET,
+      ALLOW_PRIVATE_MAIL_HOSTS: vars.ALLOW_PRIVATE_MAIL_HOSTS,
     },
   });
   children.push(gateway);

@@ -11,7 +11,7 @@
 import type { MailboxConfig } from '../../common/relay.ts';
 import type { Env } from '../env.ts';
 import { ApiError } from '../lib/errors.ts';
-import { canonicalHost, isPrivateHost } from '../lib/hosts.ts';
+import { canonicalHost, isPrivateHost } from '../../common/hosts.ts';
 
 const enabled = (value: string | undefined) => value === 'true';
 

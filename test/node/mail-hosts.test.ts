@@ -3,6 +3,7 @@
 // connects, as a DNS record with a zero TTL can change between an auth intent and a reconnect.
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { MailboxConfig } from '../../common/relay.ts';
+import { loadConfig } from '../../gateway/config.ts';
 import { classifyError, GatewayError } from '../../gateway/errors.ts';
 import { imapOptions, openImap } from '../../gateway/imap.ts';
 import { configureMailHosts } from '../../gateway/mail-hosts.ts';
@@ -99,5 +100,21 @@ describe('with ALLOW_PRIVATE_MAIL_HOSTS on', () => {
     answers.set('other.invalid', ['127.0.0.1']);
     const err = await verifyMailbox(configFor('other.invalid'), TIMEOUT_MS).catch((e: unknown) => e);
     expect((err as GatewayError).reason).toMatch(/TLS handshake failed/);
+  });
+});
+
+describe('WORKER_URL', () => {
+  const load = (url: string) => () => loadConfig({ WORKER_URL: url, GATEWAY_SECRET: 'secret' });
+
+  it('must be https unless it is this machine (lease answers carry mailbox passwords)', () => {
+    for (const url of ['http://mail-edge.example.com', 'http://10.0.0.5:8787', 'http://[fd00::1]:8787'])
+      expect(load(url), url).toThrow(/must be https/);
+    for (const url of [
+      'https://mail-edge.example.com',
+      'http://127.0.0.1:8787',
+      'http://localhost:8787',
+      'http://[::1]:8787',
+    ])
+      expect(load(url), url).not.toThrow();
   });
 });

@@ -8,6 +8,7 @@ import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test'
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { GATEWAY_SIGNATURE_HEADER, signRequest } from '../../common/signing.ts';
+import { sealPasswords } from '../../worker/accounts/credentials.ts';
 import { resealStale } from '../../worker/accounts/reseal.ts';
 import { createApp } from '../../worker/app.ts';
 import type { Env } from '../../worker/env.ts';
@@ -89,6 +90,12 @@ describe('rotating CREDENTIALS_KEY', () => {
       .bind(endpointId, await sealEndpointSecret(secretKeys(env), endpointId, 'whsec_c2VjcmV0'), now, now)
       .run();
 
+    // One sealed with a third key, which neither key opens: never picked, so it cannot hold the sweep up.
+    const stranger = await createSyncedAccount();
+    const third = { ...env, CREDENTIALS_KEY: toBase64(crypto.getRandomValues(new Uint8Array(32))) } as Env;
+    const strangeSeal = await sealPasswords(third, stranger.id, { imap_password: 'x', smtp_password: 'y' });
+    await env.DB.prepare('UPDATE accounts SET credentials = ? WHERE id = ?').bind(strangeSeal, stranger.id).run();
+
     expect(await resealStale(rotated)).toEqual({ accounts: 0, endpoints: 0, unreadable: 0 }); // no previous key: nothing to do
     const report = await resealStale(rotating);
     expect(report.accounts).toBeGreaterThanOrEqual(3);
@@ -97,6 +104,7 @@ describe('rotating CREDENTIALS_KEY', () => {
     for (const account of accounts)
       expect(await sealedCredentials(account.id)).toMatch(new RegExp(`^v2\\.${await keyId(NEW)}\\.`));
     expect(await resealStale(rotating)).toEqual({ accounts: 0, endpoints: 0, unreadable: 0 });
+    expect(await sealedCredentials(stranger.id)).toBe(strangeSeal);
 
     const ctx = createExecutionContext();
     const listed = await app.fetch(

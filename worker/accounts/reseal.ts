@@ -5,7 +5,7 @@
  * previous key can be removed (docs/security.md, "Rotating CREDENTIALS_KEY").
  */
 import type { Env } from '../env.ts';
-import { encryptSecret, openSecret, sealedWithCurrentPattern, secretKeys } from '../lib/crypto.ts';
+import { encryptSecret, openSecret, sealedWithPattern, secretKeys } from '../lib/crypto.ts';
 import { secretContext } from '../webhooks/signing.ts';
 import { credentialsContext, resealCredentials } from './credentials.ts';
 
@@ -28,16 +28,19 @@ export async function resealStale(env: Env): Promise<ResealReport> {
   const report: ResealReport = { accounts: 0, endpoints: 0, unreadable: 0 };
   const keys = secretKeys(env);
   if (!keys.previous) return report;
-  const current = await sealedWithCurrentPattern(keys);
+  // What the previous key sealed, and the older values that name no key; a value sealed with a third
+  // key (neither opens it) is never picked, so it cannot hold the sweep up.
+  const previous = await sealedWithPattern(keys.previous);
   const tables = [
     {
-      sql: 'SELECT id, credentials AS sealed FROM accounts WHERE credentials NOT LIKE ? LIMIT ?',
+      sql: `SELECT id, credentials AS sealed FROM accounts
+            WHERE credentials LIKE ? OR credentials LIKE 'v1.%' LIMIT ?`,
       context: credentialsContext,
       write: (row: Sealed, sealed: string) => resealCredentials(env.DB, row.id, row.sealed, sealed),
       count: 'accounts' as const,
     },
     {
-      sql: 'SELECT id, secret AS sealed FROM webhook_endpoints WHERE secret NOT LIKE ? LIMIT ?',
+      sql: `SELECT id, secret AS sealed FROM webhook_endpoints WHERE secret LIKE ? OR secret LIKE 'v1.%' LIMIT ?`,
       context: secretContext,
       write: (row: Sealed, sealed: string) =>
         env.DB.prepare('UPDATE webhook_endpoints SET secret = ? WHERE id = ? AND secret = ?')
@@ -47,7 +50,7 @@ export async function resealStale(env: Env): Promise<ResealReport> {
     },
   ];
   for (const table of tables) {
-    const { results } = await env.DB.prepare(table.sql).bind(current, RESEAL_LIMIT).all<Sealed>();
+    const { results } = await env.DB.prepare(table.sql).bind(previous, RESEAL_LIMIT).all<Sealed>();
     for (const row of results) {
       try {
         const { plaintext } = await openSecret(keys, row.sealed, table.context(row.id));

@@ -128,7 +128,7 @@ export async function decryptSecret(keys: SecretKeys, sealed: string, context: s
   return (await openSecret(keys, sealed, context)).plaintext;
 }
 
-/** The LIKE pattern of what the current key sealed (what a sweep for stale secrets skips). */
-export async function sealedWithCurrentPattern(keys: SecretKeys): Promise<string> {
-  return `v2.${await keyId(keys.current)}.%`;
+/** The LIKE pattern of what `key` sealed (a sweep for stale secrets looks for the previous key's). */
+export async function sealedWithPattern(key: string): Promise<string> {
+  return `v2.${await keyId(key)}.%`;
 }

@@ -57,9 +57,18 @@ describe('with ALLOW_PRIVATE_MAIL_HOSTS off', () => {
     for (const host of [NAME, '127.0.0.1', '::ffff:127.0.0.1', '::1']) {
       const err = await verifyMailbox(configFor(host), TIMEOUT_MS).catch((e: unknown) => e);
       expect(err, host).toBeInstanceOf(GatewayError);
-      expect((err as GatewayError).kind).toBe('provider_error');
-      expect((err as GatewayError).reason).toBe('refused: a private address');
+      // Told apart from an unreachable server: the Worker answers as for a private host written out.
+      expect((err as GatewayError).kind).toBe('private_host');
+      expect((err as GatewayError).message).toBe('imap_host');
     }
+    // A private SMTP host is refused too, and wins over an IMAP server that cannot be reached.
+    answers.set(NAME, ['198.51.100.7']);
+    answers.set('smtp.example.com', ['10.0.0.25']);
+    const smtpPrivate = configFor(NAME);
+    smtpPrivate.smtp.host = 'smtp.example.com';
+    const err = await verifyMailbox(smtpPrivate, TIMEOUT_MS).catch((e: unknown) => e);
+    expect((err as GatewayError).kind).toBe('private_host');
+    expect((err as GatewayError).message).toBe('smtp_host');
     // Mapped and other IPv6 forms in a DNS answer count as what they carry.
     for (const answer of ['::ffff:127.0.0.1', '::ffff:10.1.2.3', 'fd00::25', 'fe80::1', 'ff02::1', '::', '0.0.0.0']) {
       answers.set(NAME, [answer]);

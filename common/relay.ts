@@ -398,6 +398,9 @@ export const GatewayErrorKind = z.enum([
   'provider_rejected',
   'not_found',
   'unexpected_error',
+  // verify only: a mail host resolves to an address the gateway may not connect to; the detail names
+  // the setting (`imap_host` or `smtp_host`), and the Worker answers as for that address written out.
+  'private_host',
 ]);
 export type GatewayErrorKind = z.infer<typeof GatewayErrorKind>;
 

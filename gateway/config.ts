@@ -74,6 +74,9 @@ export function loadConfig(env: NodeJS.ProcessEnv): GatewayConfig {
   }
   if (workerUrl.protocol !== 'http:' && workerUrl.protocol !== 'https:')
     throw new ConfigError('WORKER_URL must be http:// or https://');
+  // Lease answers carry mailbox passwords: plain http only to this machine.
+  if (workerUrl.protocol === 'http:' && !isLoopbackName(workerUrl.hostname))
+    throw new ConfigError('WORKER_URL must be https:// unless it is a loopback address (http://127.0.0.1:8787)');
   // One id per process by default, so that two processes on a host never share one. An operator who
   // sets GATEWAY_ID gets the same id after a restart: the gateway takes its own accounts back first.
   const gatewayId = env.GATEWAY_ID || `${hostname().slice(0, 60)}-${process.pid}-${randomBytes(3).toString('hex')}`;
@@ -121,4 +124,14 @@ function httpSettings(env: NodeJS.ProcessEnv): GatewayConfig['http'] {
   if (!Number.isInteger(port) || port < 1 || port > 65535)
     throw new ConfigError('GATEWAY_HTTP_PORT must be a port number (1-65535)');
   return { port, host: env.GATEWAY_HTTP_HOST || '127.0.0.1' };
+}
+
+/** localhost, 127.0.0.0/8 or [::1] as a URL's hostname. */
+function isLoopbackName(hostname: string): boolean {
+  return (
+    hostname === 'localhost' ||
+    hostname.endsWith('.localhost') ||
+    hostname === '[::1]' ||
+    /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname)
+  );
 }

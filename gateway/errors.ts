@@ -5,6 +5,8 @@ export class GatewayError extends Error {
   readonly kind: GatewayErrorKind;
   /** A send failed at a point where the server may have taken the message anyway (the link broke mid-transaction). */
   mayHaveSent = false;
+  /** What exactly went wrong, for the gateway's log only (the message is the same for every unreachable server). */
+  reason?: string;
   constructor(kind: GatewayErrorKind, detail: string) {
     super(detail);
     this.kind = kind;
@@ -62,28 +64,37 @@ export function isAuthFailure(err: unknown): boolean {
   );
 }
 
+/** What went wrong reaching a server, in words (for the log). */
+function unreachableReason(err: unknown): string {
+  if ((err as { code?: unknown })?.code === 'EMAILHOSTREFUSED') return 'refused: a private address';
+  const codes = codesOf(err);
+  if (isTlsError(err, codes)) {
+    const code = codes.find((c) => /CERT|^ERR_|^DEPTH|^UNABLE/.test(c));
+    return `TLS handshake failed${code ? ` (${code})` : ''}`;
+  }
+  for (const code of codes) {
+    const what = NETWORK[code];
+    if (what) return what;
+  }
+  return codes[0] ?? 'unexpected server response';
+}
+
 /**
- * Maps a connection/login failure to the error the API reports. The detail names the service, the
- * host and what happened; it never contains the user's password (server texts are not echoed).
+ * Maps a connection/login failure to the error the API reports; it never contains the user's
+ * password (server texts are not echoed). Every server that cannot be reached (refused by the host
+ * rule, closed port, filtered, TLS failure, DNS) gets the same message, so that neither an account's
+ * last_error nor an API error tells what answers at an address; `reason` keeps it for the log.
  */
 export function classifyError(err: unknown, service: Service, host: string, port: number): GatewayError {
   if (err instanceof GatewayError) return err;
-  const where = `${service} ${host}:${port}`;
   if (isAuthFailure(err))
     return new GatewayError(
       'invalid_credentials',
       `${service} login failed: the server refused the user name or password`,
     );
-  const codes = codesOf(err);
-  if (isTlsError(err, codes)) {
-    const code = codes.find((c) => /CERT|^ERR_|^DEPTH|^UNABLE/.test(c));
-    return new GatewayError('provider_error', `${where}: TLS handshake failed${code ? ` (${code})` : ''}`);
-  }
-  for (const code of codes) {
-    const what = NETWORK[code];
-    if (what) return new GatewayError('provider_error', `${where}: ${what}`);
-  }
-  return new GatewayError('provider_error', `${where}: ${codes[0] ?? 'unexpected server response'}`);
+  const error = new GatewayError('provider_error', `${service} ${host}:${port}: the server could not be reached`);
+  error.reason = unreachableReason(err);
+  return error;
 }
 
 export type FailureClass = 'auth' | 'network' | 'tls' | 'protocol' | 'worker';

@@ -3,6 +3,7 @@ import { ImapFlow, type ImapFlowOptions, type ListResponse, type StatusObject } 
 import { createSecureContext, type SecureContext } from 'node:tls';
 import type { FolderInfo, ServerConfig } from '../common/relay.ts';
 import { trackImapConnection } from './metrics.ts';
+import { mailHostTarget } from './mail-hosts.ts';
 
 let defaultContext: SecureContext | undefined;
 
@@ -44,9 +45,13 @@ export function imapOptions(
   };
 }
 
-/** Connects and logs in; closes the socket if that fails half-way. */
+/**
+ * Connects to the address the host was judged by (mail-hosts.ts) and logs in; closes the socket if
+ * that fails half-way.
+ */
 export async function openImap(options: ImapFlowOptions): Promise<ImapFlow> {
-  const client = new ImapFlow(options);
+  const { address, servername } = await mailHostTarget(options.host ?? '');
+  const client = new ImapFlow({ ...options, host: address, ...(servername ? { servername } : {}) });
   // Errors also arrive as events; without a listener an 'error' event would crash the process.
   client.on('error', () => undefined);
   try {

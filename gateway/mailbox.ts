@@ -13,6 +13,7 @@ import type { SyncSettings } from './config.ts';
 import { classifyError, GatewayError, isAuthFailure } from './errors.ts';
 import { featuresOf, imapOptions, openImap } from './imap.ts';
 import { errorFields, type Logger } from './log.ts';
+import { mailHostTarget } from './mail-hosts.ts';
 import { loadMailComposer, loadNodemailer, smtpOptions } from './smtp.ts';
 
 /** What the commands need of the account's sync (gateway/account-sync.ts). */
@@ -117,8 +118,14 @@ export class MailboxCommands {
     const { smtp } = this.#config;
     clearTimeout(this.#idleTimer);
     const nodemailer = await loadNodemailer();
+    // The host is judged when the transport is made; its connections all go to that address.
+    const target = this.#transport
+      ? null
+      : await mailHostTarget(smtp.host).catch((err: unknown) => {
+          throw classifyError(err, 'SMTP', smtp.host, smtp.port);
+        });
     this.#transport ??= nodemailer.createTransport({
-      ...smtpOptions(smtp, this.#settings.connectTimeoutMs),
+      ...smtpOptions(smtp, target!, this.#settings.connectTimeoutMs),
       pool: true,
       maxConnections: 1,
     });

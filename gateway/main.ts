@@ -2,12 +2,14 @@
  * Entry point: `node gateway/main.ts` (or `npm run gateway`).
  * Required env: WORKER_URL, GATEWAY_SECRET. Optional: GATEWAY_ID, GATEWAY_CAPACITY, GATEWAY_LOG_LEVEL,
  * GATEWAY_LOG_FORMAT, GATEWAY_HTTP_PORT and GATEWAY_HTTP_HOST (health and metrics, gateway/http.ts)
+ * ALLOW_PRIVATE_MAIL_HOSTS ("true": mail hosts may resolve to private addresses, mail-hosts.ts)
  * and the tuning variables of config.ts. SIGTERM/SIGINT close every connection, hand the leases
  * back (the other gateways take the accounts at once) and exit 0.
  */
 import { ConfigError, loadConfig } from './config.ts';
 import { Gateway } from './gateway.ts';
 import { createLogger, errorFields } from './log.ts';
+import { configureMailHosts } from './mail-hosts.ts';
 
 let config: ReturnType<typeof loadConfig>;
 try {
@@ -18,6 +20,7 @@ try {
   process.exit(1);
 }
 
+configureMailHosts({ allowPrivate: process.env.ALLOW_PRIVATE_MAIL_HOSTS === 'true' });
 const log = createLogger(config.logLevel, { gateway: config.gatewayId }, undefined, config.logFormat);
 const gateway = new Gateway(config, log);
 if (config.http) {

@@ -10,6 +10,7 @@ import { hostname } from 'node:os';
 import { connect as tlsConnect } from 'node:tls';
 import type { ServerConfig } from '../common/relay.ts';
 import { sharedSecureContext } from './imap.ts';
+import { mailHostTarget } from './mail-hosts.ts';
 
 interface Reply {
   code: number;
@@ -175,8 +176,11 @@ async function authenticate(smtp: Conversation, ehlo: Reply, user: string, passw
 
 /** Connects, upgrades to TLS as configured and logs in; throws (see the codes above) on failure. */
 export async function checkSmtpLogin(server: ServerConfig, timeoutMs: number): Promise<void> {
+  const { address } = await mailHostTarget(server.host);
   const socket =
-    server.encryption === 'SSL' ? tlsConnect(tlsTarget(server)) : netConnect({ host: server.host, port: server.port });
+    server.encryption === 'SSL'
+      ? tlsConnect({ ...tlsTarget(server), host: address })
+      : netConnect({ host: address, port: server.port });
   const smtp = new Conversation(socket, timeoutMs);
   socket.once(server.encryption === 'SSL' ? 'secureConnect' : 'connect', () => {
     smtp.stage = 'GREETING_TIMEOUT';

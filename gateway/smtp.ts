@@ -1,5 +1,6 @@
 /** nodemailer and its SMTP connection options, for sends and drafts (mailbox.ts); verify logs in without it (smtp-login.ts). */
 import type { ServerConfig } from '../common/relay.ts';
+import type { MailHostTarget } from './mail-hosts.ts';
 
 /**
  * nodemailer, loaded on the first send or draft: a gateway that only holds idle accounts
@@ -13,9 +14,11 @@ export async function loadMailComposer() {
   return (await import('nodemailer/lib/mail-composer')).default;
 }
 
-export function smtpOptions(server: ServerConfig, timeoutMs: number) {
+/** Options for a connection to `target`, the address `server.host` was judged by (mail-hosts.ts). */
+export function smtpOptions(server: ServerConfig, target: MailHostTarget, timeoutMs: number) {
   return {
-    host: server.host,
+    host: target.address,
+    ...(target.servername ? { servername: target.servername } : {}),
     port: server.port,
     secure: server.encryption === 'SSL',
     requireTLS: server.encryption === 'STARTTLS',

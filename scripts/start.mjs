@@ -62,6 +62,7 @@ vars.ALLOW_PLAINTEXT_MAIL ??= 'true';
 for (const name of [
   'ADMIN_API_KEY',
   'CREDENTIALS_KEY',
+  'CREDENTIALS_KEY_PREVIOUS',
   'GATEWAY_SECRET',
   'ALLOW_PRIVATE_WEBHOOK_URLS',
   'ALLOW_PRIVATE_MAIL_HOSTS',
@@ -134,6 +135,7 @@ if (existsSync(join(root, 'gateway', 'main.ts')) && process.env.START_GATEWAY !=
       ...gatewayEnv,
       WORKER_URL: process.env.WORKER_URL ?? `http://127.0.0.1:${port}`,
       GATEWAY_SECRET: vars.GATEWAY_SECRET,
+      ALLOW_PRIVATE_MAIL_HOSTS: vars.ALLOW_PRIVATE_MAIL_HOSTS,
     },
   });
   children.push(gateway);

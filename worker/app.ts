@@ -18,7 +18,7 @@ import { gateways } from './routes/gateways.ts';
 import { openApi } from './routes/openapi.ts';
 import { folders } from './routes/folders.ts';
 import { accountScoped } from './routes/account-scoped.ts';
-import { MAX_INTERNAL_BODY_BYTES, requireSignatureHeader } from './gateways/auth.ts';
+import { MAX_INTERNAL_BODY_BYTES, requireGatewaySignature } from './gateways/auth.ts';
 import { gatewayRoutes } from './gateways/routes.ts';
 import { webhooks } from './routes/webhooks.ts';
 import { accountEmailActions, emailActions } from './routes/actions.ts';
@@ -77,9 +77,9 @@ export function createApp(): Hono<AppEnv> {
   // never runs for a request these answered.
   app.route('/api/v1', openApi);
   app.route('/api/v1', v1);
-  // The gateway's side door: signed with GATEWAY_SECRET, never reachable with an API key. Unsigned
-  // calls are refused before their body is read; bodies are capped (Content-Length, then while streaming).
-  app.use('/internal/*', requireSignatureHeader);
+  // The gateway's side door: signed with GATEWAY_SECRET, never reachable with an API key. A call is
+  // verified (signature, declared length, nonce) before its body is read; bodies are capped.
+  app.use('/internal/*', requireGatewaySignature);
   app.use(
     '/internal/*',
     bodyLimit({

@@ -7,12 +7,29 @@ export interface Env {
   /** One GatewayObject per gateway process; its typed stub: durable/gateway-stub.ts. */
   GATEWAYS: DurableObjectNamespace;
   WEBHOOKS: Queue<WebhookQueueMessage>;
-  /** Requests per API key (wrangler.toml `[[ratelimits]]`); absent means unlimited. */
+  /** Rate limits (wrangler.toml `[[ratelimits]]`, docs/security.md); an absent one does not limit. */
+  /** Requests per API key. */
   API_RATE_LIMIT?: RateLimit;
+  /** Requests of all API keys together. */
+  WORKSPACE_RATE_LIMIT?: RateLimit;
+  /** Requests without a valid key, per client address, before any lookup. */
+  ADDRESS_RATE_LIMIT?: RateLimit;
+  /** API keys created, all together. */
+  KEY_CREATION_RATE_LIMIT?: RateLimit;
+  /** Tracking hits per client address. */
+  TRACKING_RATE_LIMIT?: RateLimit;
+  /** One hit per client address and tracking link that reaches D1 (limit 1). */
+  TRACKING_REPEAT_LIMIT?: RateLimit;
+  /** POST /mail-view per client address. */
+  MAIL_VIEW_RATE_LIMIT?: RateLimit;
+  /** Live API keys at most (default 100). */
+  MAX_API_KEYS?: string;
   /** Accepted as an API key; how the first key is made. */
   ADMIN_API_KEY?: string;
   /** base64 of 32 random bytes: AES-256-GCM key for secrets at rest. */
   CREDENTIALS_KEY: string;
+  /** The CREDENTIALS_KEY before a rotation: still opens what it sealed, which is then sealed again (docs/security.md). */
+  CREDENTIALS_KEY_PREVIOUS?: string;
   /** Shared secret that signs every call between the gateway and the Worker. */
   GATEWAY_SECRET: string;
   /** "true" allows webhook URLs on private/loopback addresses (local development). */

@@ -1,4 +1,5 @@
 /** The Worker's entry points: HTTP API, webhook queue consumer, scheduled sweeps; and the Durable Object class. */
+import { resealStale } from './accounts/reseal.ts';
 import { resumeStalledPurges } from './accounts/remove.ts';
 import { createApp } from './app.ts';
 import type { Env, WebhookQueueMessage } from './env.ts';
@@ -16,5 +17,6 @@ export default {
   scheduled: async (_controller, env) => {
     await runSweep(env);
     await resumeStalledPurges(env);
+    await resealStale(env);
   },
 } satisfies ExportedHandler<Env, WebhookQueueMessage>;

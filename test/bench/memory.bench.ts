@@ -87,6 +87,7 @@ export async function run(): Promise<void> {
         GATEWAY_SECRET: service.gatewaySecret,
         GATEWAY_ID: 'bench-memory',
         GATEWAY_LOG_LEVEL: 'warn',
+        ALLOW_PRIVATE_MAIL_HOSTS: 'true',
         NODE_EXTRA_CA_CERTS: mail.caFile,
         ...launchEnv,
       },

@@ -53,6 +53,7 @@ class GatewayProcess {
         GATEWAY_SECRET: SECRET,
         GATEWAY_ID,
         NODE_EXTRA_CA_CERTS: mail.caFile,
+        ALLOW_PRIVATE_MAIL_HOSTS: 'true',
         GATEWAY_POLL_INTERVAL_MS: '500',
         GATEWAY_RECONNECT_MIN_MS: '200',
         GATEWAY_RECONNECT_MAX_MS: '1000',
@@ -220,7 +221,8 @@ describe('verify', () => {
     const err = await verifyMailbox(config).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(GatewayError);
     expect((err as GatewayError).kind).toBe('provider_error');
-    expect((err as GatewayError).message).toMatch(/connection refused/);
+    expect((err as GatewayError).message).toMatch(/could not be reached/);
+    expect((err as GatewayError).reason).toMatch(/connection refused/);
   });
 });
 

@@ -34,6 +34,8 @@ export interface Service {
   fetch: typeof fetch;
   /** Every email of an account through GET /emails, following the cursor (pages of 250). */
   listEmails(accountId: string): Promise<any[]>;
+  /** Stop `npm start` and start it again on the same port and state, with these environment changes. */
+  restartWorker(workerEnv: Record<string, string>): Promise<void>;
   /** Run a read-only query on the local D1 database file. */
   query<T = Record<string, unknown>>(sql: string, ...params: (string | number)[]): T[];
   stop(): Promise<void>;
@@ -86,13 +88,25 @@ export async function startService(
     ...options.workerEnv,
   };
   const workerLog: string[] = [];
-  const worker = spawn('npm', ['start'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-  collect(worker, workerLog, echo);
-  try {
-    await waitForHttp(`${base}/`, 120_000);
-  } catch (err) {
-    throw new Error(`npm start did not come up: ${String(err)}\n${workerLog.slice(-40).join('\n')}`);
-  }
+  const startWorker = async (workerEnv: NodeJS.ProcessEnv) => {
+    const child = spawn('npm', ['start'], { env: workerEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    collect(child, workerLog, echo);
+    try {
+      await waitForHttp(`${base}/`, 120_000);
+    } catch (err) {
+      throw new Error(`npm start did not come up: ${String(err)}\n${workerLog.slice(-40).join('\n')}`);
+    }
+    return child;
+  };
+  const stopWorker = async () => {
+    try {
+      process.kill(-worker.pid!, 'SIGINT');
+    } catch {
+      // already gone
+    }
+    await Promise.race([exited(worker), new Promise((r) => setTimeout(r, 8000))]);
+  };
+  let worker = await startWorker(env);
 
   const gateways: GatewayProcess[] = [];
   let db: DatabaseSync | null = null;
@@ -106,7 +120,15 @@ export async function startService(
     startGateway(id = `gw-${randomBytes(3).toString('hex')}`, extra = {}) {
       const log: string[] = [];
       const child = spawn(process.execPath, ['gateway/main.ts'], {
-        env: { ...process.env, WORKER_URL: base, GATEWAY_SECRET: gatewaySecret, GATEWAY_ID: id, ...extra },
+        env: {
+          ...process.env,
+          WORKER_URL: base,
+          GATEWAY_SECRET: gatewaySecret,
+          GATEWAY_ID: id,
+          // The test mail servers are on this machine.
+          ALLOW_PRIVATE_MAIL_HOSTS: 'true',
+          ...extra,
+        },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       collect(child, log, echo);
@@ -159,18 +181,19 @@ export async function startService(
       }
       return db.prepare(sql).all(...params) as any[];
     },
+    async restartWorker(workerEnv) {
+      db?.close();
+      db = null;
+      await stopWorker();
+      worker = await startWorker({ ...env, ...workerEnv });
+    },
     gateways,
     client: createMailboxClient({ baseUrl: base, apiKey: adminKey, fetch: checkedFetch() }),
     fetch: checkedFetch(),
     async stop() {
       db?.close();
       await Promise.all(gateways.map((g) => g.kill('SIGKILL')));
-      try {
-        process.kill(-worker.pid!, 'SIGINT');
-      } catch {
-        // already gone
-      }
-      await Promise.race([exited(worker), new Promise((r) => setTimeout(r, 8000))]);
+      await stopWorker();
       rmSync(stateDir, { recursive: true, force: true });
     },
   };

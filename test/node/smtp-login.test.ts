@@ -42,7 +42,7 @@ describe('against Postfix', () => {
   it('maps implicit TLS against the STARTTLS port to a TLS failure', async () => {
     const err = await outcome({ ...postfix('STARTTLS'), encryption: 'SSL' });
     expect(err?.kind).toBe('provider_error');
-    expect(err?.message).toMatch(/TLS handshake failed/);
+    expect(err?.reason).toMatch(/TLS handshake failed/);
   });
 });
 
@@ -106,13 +106,13 @@ describe('against scripted servers', () => {
     );
     const err = await outcome(plain(port, 'STARTTLS'));
     expect(err?.kind).toBe('provider_error');
-    expect(err?.message).toMatch(/TLS/);
+    expect(err?.reason).toMatch(/TLS/);
   });
 
   it('maps a server that never greets to a greeting timeout', async () => {
     const port = await scripted(null, () => '');
     const err = await outcome(plain(port), 300);
     expect(err?.kind).toBe('provider_error');
-    expect(err?.message).toMatch(/timed out waiting for the greeting/);
+    expect(err?.reason).toMatch(/timed out waiting for the greeting/);
   });
 });

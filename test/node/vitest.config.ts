@@ -13,6 +13,7 @@ export default defineProject({
     fileParallelism: false,
     // One shared Dovecot + Postfix for tests that inject('mailserver'); end-to-end files start their own.
     globalSetup: ['test/mailserver/global-setup.ts'],
+    setupFiles: ['test/node/setup.ts'],
     testTimeout: 120_000,
     hookTimeout: 300_000,
   },

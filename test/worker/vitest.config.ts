@@ -23,8 +23,20 @@ export default defineProject({
     cloudflareTest(async () => ({
       wrangler: { configPath: `${root}/wrangler.toml` },
       miniflare: {
-        // A small per-key limit, so a test can reach it (wrangler.toml has the production value).
-        ratelimits: { API_RATE_LIMIT: { namespace_id: '1001', simple: { limit: 30, period: 60 } } },
+        // A small per-key limit, so a test can reach it (wrangler.toml has the production values).
+        // Limits keyed by a constant are roomy here, since test files share them; the tests of those
+        // limits use the TEST_ bindings, their own counters.
+        ratelimits: {
+          API_RATE_LIMIT: { namespace_id: '1001', simple: { limit: 30, period: 60 } },
+          WORKSPACE_RATE_LIMIT: { namespace_id: '1002', simple: { limit: 100_000, period: 60 } },
+          ADDRESS_RATE_LIMIT: { namespace_id: '1003', simple: { limit: 60, period: 60 } },
+          KEY_CREATION_RATE_LIMIT: { namespace_id: '1004', simple: { limit: 1000, period: 60 } },
+          TRACKING_RATE_LIMIT: { namespace_id: '1005', simple: { limit: 300, period: 60 } },
+          TRACKING_REPEAT_LIMIT: { namespace_id: '1006', simple: { limit: 1, period: 60 } },
+          MAIL_VIEW_RATE_LIMIT: { namespace_id: '1007', simple: { limit: 60, period: 60 } },
+          TEST_WORKSPACE_RATE_LIMIT: { namespace_id: '1902', simple: { limit: 50, period: 60 } },
+          TEST_KEY_CREATION_RATE_LIMIT: { namespace_id: '1904', simple: { limit: 5, period: 60 } },
+        },
         bindings: {
           ADMIN_API_KEY: 'test-admin-key',
           CREDENTIALS_KEY: 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=',

@@ -11,9 +11,21 @@
 import type { MailboxConfig } from '../../common/relay.ts';
 import type { Env } from '../env.ts';
 import { ApiError } from '../lib/errors.ts';
-import { canonicalHost, isPrivateHost } from '../lib/hosts.ts';
+import { canonicalHost, isPrivateHost } from '../../common/hosts.ts';
 
 const enabled = (value: string | undefined) => value === 'true';
+
+/**
+ * A private host: written as such in the settings (judged here), or a name the verifying gateway
+ * found resolving to a private address (`private_host`, naming the setting): the same answer.
+ */
+export function privateHostError(setting: string): ApiError {
+  const name = setting === 'smtp_host' ? 'smtp_host' : 'imap_host';
+  return new ApiError(
+    'invalid_parameters',
+    `${name}: must be a public host, not a private, loopback or link-local address`,
+  );
+}
 
 /** 400 naming the first server setting the operator does not allow. */
 export function checkMailServers(env: Env, config: MailboxConfig): void {
@@ -21,12 +33,7 @@ export function checkMailServers(env: Env, config: MailboxConfig): void {
     const server = config[service];
     const host = canonicalHost(server.host);
     if (!host) throw new ApiError('invalid_parameters', `${service}_host: must be a host name or an IP address`);
-    if (!enabled(env.ALLOW_PRIVATE_MAIL_HOSTS) && isPrivateHost(host)) {
-      throw new ApiError(
-        'invalid_parameters',
-        `${service}_host: must be a public host, not a private, loopback or link-local address`,
-      );
-    }
+    if (!enabled(env.ALLOW_PRIVATE_MAIL_HOSTS) && isPrivateHost(host)) throw privateHostError(`${service}_host`);
     if (!enabled(env.ALLOW_PLAINTEXT_MAIL) && server.encryption === 'NONE') {
       throw new ApiError(
         'invalid_parameters',

@@ -12,10 +12,14 @@ import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { AppEnv } from '../env.ts';
 import { errorResponse } from '../lib/errors.ts';
+import { limitPerAddress } from '../lib/rate-limits.ts';
 import { countRemote, sanitizeMail } from './sanitize.ts';
 
-/** A whole HTML body fits; the frame is for reading, not for transfers. */
-const MAX_FRAME_BYTES = 16 * 1024 * 1024;
+/**
+ * An email's HTML body with the inline images it shows (as data: URLs) fits; the frame is for
+ * reading, not for transfers, and it needs no key, so it takes no more.
+ */
+export const MAX_FRAME_BYTES = 8 * 1024 * 1024;
 
 export function mailViewPolicy(remote: boolean): string {
   const remoteSources = remote ? ' https: http:' : '';
@@ -33,6 +37,7 @@ export function mailViewPolicy(remote: boolean): string {
 
 export const mailView = new Hono<AppEnv>().post(
   '/',
+  limitPerAddress((env) => env.MAIL_VIEW_RATE_LIMIT, 'Too many mail frames from this address.'),
   bodyLimit({
     maxSize: MAX_FRAME_BYTES,
     onError: () => errorResponse('payload_too_large', 'The email body is larger than the mail frame takes.'),

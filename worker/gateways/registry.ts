@@ -4,6 +4,7 @@ import type { GatewayAnswer } from '../durable/gateway-object.ts';
 import type { Env } from '../env.ts';
 import { ApiError, OutcomeUnknown } from '../lib/errors.ts';
 import { gatewayObject } from '../durable/gateway-stub.ts';
+import { privateHostError } from '../accounts/mail-hosts.ts';
 import { leaseTtlMs } from '../durable/lease.ts';
 
 /** How long a gateway may take to answer a request (a login that times out takes ~15 s). */
@@ -22,6 +23,7 @@ export async function callGateway(
   if (answer.kind === 'unavailable')
     throw new ApiError('provider_error', `The mail gateway could not be reached: ${answer.detail}.`);
   if (answer.kind === 'unanswered') throw new OutcomeUnknown(`The mail gateway did not answer: ${answer.detail}.`);
+  if (answer.kind === 'private_host') throw privateHostError(answer.detail);
   throw new ApiError(answer.kind, answer.detail);
 }
 

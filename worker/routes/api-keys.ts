@@ -9,6 +9,7 @@ import { newId, parseId } from '../lib/ids.ts';
 import { offsetList, offsetPaging } from '../lib/paging.ts';
 import { isoNow } from '../lib/time.ts';
 import { parseJsonBody, parseQuery } from '../lib/validation.ts';
+import { enforceLimit, rateLimited } from '../lib/rate-limits.ts';
 
 interface ApiKeyRow {
   id: string;
@@ -36,6 +37,14 @@ export const CreateApiKeyBody = z.strictObject({
 /** Characters of the key shown in listings: the type prefix plus a few random ones, never enough to use. */
 const SHOWN_PREFIX_LENGTH = API_KEY_PREFIX.length + 6;
 
+/** Live keys at most, unless MAX_API_KEYS says otherwise: each key has its own request budget. */
+const DEFAULT_MAX_API_KEYS = 100;
+
+export function maxApiKeys(env: { MAX_API_KEYS?: string }): number {
+  const configured = Number(env.MAX_API_KEYS);
+  return Number.isSafeInteger(configured) && configured > 0 ? configured : DEFAULT_MAX_API_KEYS;
+}
+
 export const apiKeys = new Hono<AppEnv>()
   .post('/', async (c) => {
     const { name } = await parseJsonBody(c, CreateApiKeyBody);
@@ -48,11 +57,17 @@ export const apiKeys = new Hono<AppEnv>()
       issued_at: isoNow(),
       last_used_at: null,
     };
-    await c.env.DB.prepare(
-      'INSERT INTO api_keys (id, name, prefix, key_hash, role, issued_at) VALUES (?, ?, ?, ?, ?, ?)',
+    await enforceLimit(c.env.KEY_CREATION_RATE_LIMIT, 'workspace', 'Too many API keys created lately.');
+    const max = maxApiKeys(c.env);
+    // The count and the insert in one statement, so concurrent creations cannot pass the cap together.
+    const { meta } = await c.env.DB.prepare(
+      `INSERT INTO api_keys (id, name, prefix, key_hash, role, issued_at)
+       SELECT ?, ?, ?, ?, ?, ? WHERE (SELECT COUNT(*) FROM api_keys WHERE revoked_at IS NULL) < ?`,
     )
-      .bind(row.id, row.name, row.prefix, await hashApiKey(key), row.role, row.issued_at)
+      .bind(row.id, row.name, row.prefix, await hashApiKey(key), row.role, row.issued_at, max)
       .run();
+    if (meta.changes === 0)
+      throw rateLimited(`This workspace has ${max} live API keys, the most allowed; revoke one first.`);
     return c.json({ ...present(row), key });
   })
   .get('/', async (c) => {

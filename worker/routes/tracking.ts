@@ -10,7 +10,8 @@ import { notFound } from '../lib/errors.ts';
 import { fromBase64 } from '../lib/crypto.ts';
 import { parseId } from '../lib/ids.ts';
 import { outgoingByTrackingId } from '../send/outgoing.ts';
-import { admitHit } from '../tracking/limits.ts';
+import { clientAddress, limitPerAddress } from '../lib/rate-limits.ts';
+import { admitHit, firstFromAddress } from '../tracking/limits.ts';
 import { verifyTrackingSignature } from '../tracking/links.ts';
 
 /** A transparent 1×1 GIF. */
@@ -26,7 +27,8 @@ async function verified(c: Context<AppEnv>, purpose: 'open' | 'click', url = '')
 
 /**
  * tracking.open / tracking.click with {email_id, tracking_id, url?, user_agent, ip, label}, through
- * the outbox; bursts and floods of hits are cut down first (tracking/limits.ts).
+ * the outbox; bursts and floods of hits are cut down first (tracking/limits.ts): a repeat of this
+ * address's hit on this link within the minute is served without any query.
  */
 async function record(
   c: Context<AppEnv>,
@@ -34,10 +36,11 @@ async function record(
   trackingId: string,
   url?: string,
 ): Promise<void> {
+  const hit = url === undefined ? { purpose: 'open' as const } : { purpose: 'click' as const, url };
+  if (!(await firstFromAddress(c.env.TRACKING_REPEAT_LIMIT, clientAddress(c), trackingId, hit))) return;
   const db = c.env.DB;
   const outgoing = await outgoingByTrackingId(db, trackingId);
   if (!outgoing) return; // the account was removed since
-  const hit = url === undefined ? { purpose: 'open' as const } : { purpose: 'click' as const, url };
   if (!(await admitHit(db, trackingId, hit, Date.now()))) return;
   const email = await db
     .prepare('SELECT id FROM emails WHERE account_id = ? AND tracking_id = ? ORDER BY created_at LIMIT 1')
@@ -60,6 +63,7 @@ async function record(
 }
 
 export const tracking = new Hono<AppEnv>()
+  .use(limitPerAddress((env) => env.TRACKING_RATE_LIMIT, 'Too many tracking hits from this address.'))
   .get('/open/:tracking_id', async (c) => {
     const trackingId = await verified(c, 'open');
     await record(c, 'tracking.open', trackingId);

@@ -1,3 +1,4 @@
+import { secretKeys } from '../lib/crypto.ts';
 import { Hono } from 'hono';
 import { z } from 'zod';
 import type { AppEnv } from '../env.ts';
@@ -44,7 +45,7 @@ export const webhooks = new Hono<AppEnv>()
     const columns = {
       id,
       ...endpointColumns(fields),
-      secret: await sealEndpointSecret(c.env.CREDENTIALS_KEY, id, newEndpointSecret()),
+      secret: await sealEndpointSecret(secretKeys(c.env), id, newEndpointSecret()),
       created_at: now,
       updated_at: now,
     };
@@ -54,7 +55,7 @@ export const webhooks = new Hono<AppEnv>()
     )
       .bind(...Object.values(columns))
       .first<EndpointRow>();
-    return c.json(await presentEndpoint(row!, c.env.CREDENTIALS_KEY));
+    return c.json(await presentEndpoint(row!, secretKeys(c.env)));
   })
   .get('/endpoints', async (c) => {
     const { limit, offset } = parseQuery(c, offsetPaging);
@@ -63,11 +64,11 @@ export const webhooks = new Hono<AppEnv>()
     )
       .bind(limit + 1, offset)
       .all<EndpointRow>();
-    const data = await Promise.all(results.map((row) => presentEndpoint(row, c.env.CREDENTIALS_KEY)));
+    const data = await Promise.all(results.map((row) => presentEndpoint(row, secretKeys(c.env))));
     return c.json(offsetList('WebhookEndpoints', data, limit));
   })
   .get('/endpoints/:id', async (c) =>
-    c.json(await presentEndpoint(await loadEndpoint(c.env.DB, c.req.param('id')), c.env.CREDENTIALS_KEY)),
+    c.json(await presentEndpoint(await loadEndpoint(c.env.DB, c.req.param('id')), secretKeys(c.env))),
   )
   .patch('/endpoints/:id', async (c) => {
     const current = await loadEndpoint(c.env.DB, c.req.param('id'));
@@ -89,7 +90,7 @@ export const webhooks = new Hono<AppEnv>()
     if (!row) throw notFound('Webhook endpoint');
     if (dropped!.meta.changes > 0)
       console.log(`webhook endpoint ${current.id} changed: ${dropped!.meta.changes} waiting calls ${NO_LONGER_WANTED}`);
-    return c.json(await presentEndpoint(row, c.env.CREDENTIALS_KEY));
+    return c.json(await presentEndpoint(row, secretKeys(c.env)));
   })
   .delete('/endpoints/:id', async (c) => {
     const id = parseId('endpoint', c.req.param('id'));

@@ -8,7 +8,7 @@
  */
 import type { Env } from '../env.ts';
 import { decodeEntities } from '../ingest/html.ts';
-import { fromBase64, toBase64Url } from '../lib/crypto.ts';
+import { fromBase64, secretKeys, toBase64Url } from '../lib/crypto.ts';
 import { constantTimeEqual, hmacSha256 } from '../../common/crypto.ts';
 
 const DERIVATION_LABEL = 'mailbox-edge tracking links v1';
@@ -20,19 +20,25 @@ export const trackingPaths = {
 
 const keys = new Map<string, Promise<Uint8Array>>();
 
-function trackingKey(env: Env): Promise<Uint8Array> {
-  let key = keys.get(env.CREDENTIALS_KEY);
+function trackingKey(credentialsKey: string): Promise<Uint8Array> {
+  let key = keys.get(credentialsKey);
   if (!key) {
-    key = hmacSha256(fromBase64(env.CREDENTIALS_KEY), DERIVATION_LABEL);
-    keys.set(env.CREDENTIALS_KEY, key);
+    key = hmacSha256(fromBase64(credentialsKey), DERIVATION_LABEL);
+    keys.set(credentialsKey, key);
   }
   return key;
 }
 
-async function signature(env: Env, purpose: 'open' | 'click', trackingId: string, url = ''): Promise<string> {
-  return toBase64Url(await hmacSha256(await trackingKey(env), `${purpose}\n${trackingId}\n${url}`));
+async function signature(
+  credentialsKey: string,
+  purpose: 'open' | 'click',
+  trackingId: string,
+  url = '',
+): Promise<string> {
+  return toBase64Url(await hmacSha256(await trackingKey(credentialsKey), `${purpose}\n${trackingId}\n${url}`));
 }
 
+/** Links in mail sent before a key rotation stay valid while CREDENTIALS_KEY_PREVIOUS is set. */
 export async function verifyTrackingSignature(
   env: Env,
   purpose: 'open' | 'click',
@@ -41,15 +47,21 @@ export async function verifyTrackingSignature(
   given: string | undefined,
 ): Promise<boolean> {
   if (!given) return false;
-  return constantTimeEqual(await signature(env, purpose, trackingId, url), given);
+  const { current, previous } = secretKeys(env);
+  for (const key of previous ? [current, previous] : [current])
+    if (await constantTimeEqual(await signature(key, purpose, trackingId, url), given)) return true;
+  return false;
 }
 
 export async function openUrl(env: Env, base: string, trackingId: string): Promise<string> {
-  return `${base}${trackingPaths.open(trackingId)}?s=${await signature(env, 'open', trackingId)}`;
+  return `${base}${trackingPaths.open(trackingId)}?s=${await signature(env.CREDENTIALS_KEY, 'open', trackingId)}`;
 }
 
 export async function clickUrl(env: Env, base: string, trackingId: string, target: string): Promise<string> {
-  const query = new URLSearchParams({ u: target, s: await signature(env, 'click', trackingId, target) });
+  const query = new URLSearchParams({
+    u: target,
+    s: await signature(env.CREDENTIALS_KEY, 'click', trackingId, target),
+  });
   return `${base}${trackingPaths.click(trackingId)}?${query}`;
 }
 

@@ -3,6 +3,7 @@
  * starts with the fetch, and callers keep at most MAX_CALLS_IN_FLIGHT calls running, so it measures
  * the subscriber and not a wait for a free connection.
  */
+import { secretKeys } from '../lib/crypto.ts';
 import type { Env } from '../env.ts';
 import { type DeliveryRow, envelope } from './conversations.ts';
 import type { EndpointHeader } from './endpoints.ts';
@@ -22,7 +23,7 @@ async function signedHeaders(env: Env, secrets: SecretCache, row: DeliveryRow, b
   const cacheKey = `${row.endpoint_id}\n${row.endpoint_secret}`;
   let secret = secrets.get(cacheKey);
   if (!secret) {
-    secret = openEndpointSecret(env.CREDENTIALS_KEY, row.endpoint_id, row.endpoint_secret);
+    secret = openEndpointSecret(secretKeys(env), row.endpoint_id, row.endpoint_secret);
     secrets.set(cacheKey, secret);
   }
   return signatureHeaders(await secret, row.event_id, body, Math.floor(now / SECOND));

@@ -1,4 +1,5 @@
 /** Webhook endpoints: their fields' rules, how a row is stored and how it is shown. */
+import type { SecretKeys } from '../lib/crypto.ts';
 import { NOT_REMOVED } from '../accounts/removed.ts';
 import { z } from 'zod';
 import { EVENT_TYPES, type EventType } from '../events/types.ts';
@@ -121,7 +122,7 @@ export async function loadEndpoint(db: D1Database, rawId: string | undefined): P
   return row;
 }
 
-export async function presentEndpoint(row: EndpointRow, credentialsKey: string): Promise<WebhookEndpoint> {
+export async function presentEndpoint(row: EndpointRow, keys: SecretKeys): Promise<WebhookEndpoint> {
   return {
     object: 'WebhookEndpoint' as const,
     id: row.id,
@@ -130,7 +131,7 @@ export async function presentEndpoint(row: EndpointRow, credentialsKey: string):
     trigger_events: JSON.parse(row.trigger_events_json) as EventType[],
     account_ids: JSON.parse(row.account_ids_json) as string[],
     headers: JSON.parse(row.headers_json) as EndpointHeader[],
-    secret: await openEndpointSecret(credentialsKey, row.id, row.secret),
+    secret: await openEndpointSecret(keys, row.id, row.secret),
     enabled: row.enabled === 1,
     created_at: row.created_at,
   };

@@ -5,7 +5,7 @@
  * - Standard Webhooks: `webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256(
  *   base64-decoded part after "whsec_", "<id>.<timestamp>.<body>")>`, so its libraries verify unchanged.
  */
-import { decryptSecret, encryptSecret, fromBase64, toBase64 } from '../lib/crypto.ts';
+import { decryptSecret, encryptSecret, fromBase64, type SecretKeys, toBase64 } from '../lib/crypto.ts';
 import { hmacSha256, toHex } from '../../common/crypto.ts';
 
 const SECRET_PREFIX = 'whsec_';
@@ -16,13 +16,13 @@ export function newEndpointSecret(): string {
 }
 
 /** Secrets are stored AES-GCM encrypted, bound to their endpoint's id. */
-const secretContext = (endpointId: string) => `webhook-secret:${endpointId}`;
+export const secretContext = (endpointId: string) => `webhook-secret:${endpointId}`;
 
-export const sealEndpointSecret = (key: string, endpointId: string, secret: string): Promise<string> =>
-  encryptSecret(key, secret, secretContext(endpointId));
+export const sealEndpointSecret = (keys: SecretKeys, endpointId: string, secret: string): Promise<string> =>
+  encryptSecret(keys, secret, secretContext(endpointId));
 
-export const openEndpointSecret = (key: string, endpointId: string, sealed: string): Promise<string> =>
-  decryptSecret(key, sealed, secretContext(endpointId));
+export const openEndpointSecret = (keys: SecretKeys, endpointId: string, sealed: string): Promise<string> =>
+  decryptSecret(keys, sealed, secretContext(endpointId));
 
 /** The signature headers of one call; `timestamp` is in unix seconds. */
 export async function signatureHeaders(

@@ -4,7 +4,7 @@
  * otherwise non-public host. Host names are judged by name only: Workers cannot resolve DNS before a
  * fetch, and a Worker's outbound fetches cannot reach a private network anyway.
  */
-import { isPrivateHost } from '../lib/hosts.ts';
+import { isPrivateHost } from '../../common/hosts.ts';
 
 const MAX_URL_LENGTH = 2048;
 

@@ -2,7 +2,8 @@
  * Which host names and addresses are not the public internet: private, loopback, link-local,
  * multicast and reserved ranges, names that never leave the local network, single-label names, and
  * IPv6 forms that carry such an IPv4 address or reach one through a translator. Used by the webhook
- * URL guard and by the auth intent's mail host guard. Names are judged as written (see the callers).
+ * URL guard, by the auth intent's mail host guard (names as written) and by the gateway, which judges
+ * the addresses a mail host resolves to at every connect (gateway/mail-hosts.ts).
  */
 
 /** Names that never leave the local network (RFC 6761, RFC 6762, RFC 8375, ICANN's .internal). */

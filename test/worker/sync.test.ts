@@ -489,7 +489,8 @@ describe('the gateway endpoints', () => {
     const dump = JSON.stringify(row);
     expect(dump).not.toContain('secret-imap');
     expect(dump).not.toContain('secret-smtp');
-    expect(String(row?.credentials)).toMatch(/^v1\./);
+    // Sealed with AES-GCM under a named key: v2.<key id>.<iv>.<ciphertext>.
+    expect(String(row?.credentials)).toMatch(/^v2\.[0-9a-f]{8}\./);
   });
 });
 

@@ -157,6 +157,19 @@ export const Change = z.discriminatedUnion('type', [
     last_uid: z.number().int().nonnegative(),
     highest_modseq: z.string().nullable(),
   }),
+  /**
+   * Evidence for emails left in no folder (see `OrphanState`): a pass over this folder that began
+   * when the latest mark the gateway had been told was `started` has relayed everything the folder
+   * held then (nothing held back, no message skipped). `listed`: the mark when the gateway's latest
+   * folder listing began (a folder created since an email left is known before its absence counts).
+   */
+  z.object({
+    type: z.literal('passed'),
+    path: z.string(),
+    uidvalidity: z.number().int().nonnegative(),
+    started: z.number().int().nonnegative(),
+    listed: z.number().int().nonnegative(),
+  }),
   /** Progress of the initial sync: `running` when a pull starts (again), then `completed` or `failed` once. */
   z.object({
     type: z.literal('initial_sync'),
@@ -233,6 +246,16 @@ export const InitialSyncPlan = z.object({
 });
 export type InitialSyncPlan = z.infer<typeof InitialSyncPlan>;
 
+/**
+ * Emails that left their last folder wait for evidence, not for a timer: one is deleted once every
+ * folder of the account has been read through by a pass that began after it left (the other side of
+ * a move may arrive any time later). `mark` grows with every batch that leaves emails in no folder:
+ * a pass that begins once the gateway was told a mark began after every email marked up to it left.
+ * `waiting`: some email waits; the gateway then passes over every folder and reports `passed`.
+ */
+export const OrphanState = z.object({ mark: z.number().int().nonnegative(), waiting: z.boolean() });
+export type OrphanState = z.infer<typeof OrphanState>;
+
 export const LeaseRequest = z.object(Caller);
 export type LeaseRequest = z.infer<typeof LeaseRequest>;
 
@@ -254,6 +277,7 @@ export const LeaseResponse = z.discriminatedUnion('granted', [
     lease_ttl_ms: z.number().int().positive(),
     /** Present while the account's initial sync has not finished. */
     initial_sync: InitialSyncPlan.optional(),
+    orphans: OrphanState.optional(),
   }),
   z.object({ granted: z.literal(false), holder: z.string().nullable() }),
 ]);
@@ -279,6 +303,7 @@ export type ChangesRequest = z.infer<typeof ChangesRequest>;
 export const ChangesResponse = z.object({
   /** The account's cursors after the batch was applied. */
   cursors: z.array(FolderCursor),
+  orphans: OrphanState.optional(),
 });
 export type ChangesResponse = z.infer<typeof ChangesResponse>;
 

@@ -17,6 +17,7 @@ import type { Change, FolderCursor, FolderInfo, MessageIn } from '../common/rela
 import { Coalescer } from './async.ts';
 import { uidsUpTo, type FolderChanges, type FolderStatus, type PassTail } from './folder-changes.ts';
 import { isSelectable, STATUS_QUERY, type ServerFeatures } from './imap.ts';
+import type { Evidence } from './evidence.ts';
 import { errorFields, type Logger } from './log.ts';
 import { hasSource, hasUid, MESSAGE_OVERHEAD_BYTES, messageQuery, toRelayed, type StageSource } from './messages.ts';
 import { Aborted } from './worker-client.ts';
@@ -29,6 +30,7 @@ export interface PassHost {
   readonly cursors: Map<string, FolderCursor>;
   readonly changes: FolderChanges;
   readonly stage: StageSource;
+  readonly evidence: Evidence;
   features(): ServerFeatures;
   listing(): Map<string, FolderInfo>;
   isClosed(): boolean;
@@ -71,9 +73,12 @@ export class FolderPasses {
       .catch((err: unknown) => this.#passFailed(path, err));
   }
 
-  /** The folder's last pass left work for the next poll: the server refused it, or new mail is held back. */
+  /**
+   * The folder's last pass left work for the next poll: the server refused it, or new mail is held
+   * back; or the Worker waits for a pass over it (emails in no folder, gateway/evidence.ts).
+   */
   pending(path: string): boolean {
-    return this.#refused.has(path) || this.#heldSince.has(path);
+    return this.#refused.has(path) || this.#heldSince.has(path) || this.#host.evidence.needs(path);
   }
 
   /** A folder gone from the listing. */
@@ -123,6 +128,8 @@ export class FolderPasses {
     const host = this.#host;
     const notifiedAt = this.#notifiedAt.get(path);
     this.#notifiedAt.delete(path);
+    // Evidence for emails in no folder: this pass begins after every one marked up to here left.
+    const started = host.evidence.mark;
     const found = await host.inFolder(path, async (client, fresh) => {
       const status = await statusOf(client, path, fresh);
       const differs = () => {
@@ -146,12 +153,13 @@ export class FolderPasses {
       // UID finds its email orphaned (same id), not still here (which would make it a second copy).
       if (!reset && base.last_uid > 0 && host.changes.goneUnknown(path, tail) && mayHaveNewMail(status, base))
         await host.send([{ type: 'snapshot', path, uidvalidity: status.uidvalidity, uids: tail.snapshot ?? [] }]);
-      let lastUid: number;
+      let read: ReadThrough;
       try {
-        lastUid = await this.#fetchUnlessHeld(client, path, status, base);
+        read = await this.#fetchUnlessHeld(client, path, status, base);
       } finally {
         this.#pendingExpunges.delete(path);
       }
+      const lastUid = read.lastUid;
       if (lastUid > base.last_uid && notifiedAt !== undefined) {
         host.log.debug('relayed new mail', {
           path,
@@ -162,7 +170,7 @@ export class FolderPasses {
       if (tail.removed) return { tail, gone };
       // A snapshot covers every UID up to the cursor, the new ones included.
       if (tail.snapshot && lastUid > base.last_uid) tail.snapshot = await uidsUpTo(client, lastUid);
-      await this.#sendTail(path, tail, lastUid);
+      await this.#sendTail(path, tail, read, started);
       return null;
     });
     if (!found) return;
@@ -177,9 +185,9 @@ export class FolderPasses {
     }
     await host.inFolder(path, async (client, fresh) => {
       const status = await statusOf(client, path, fresh);
-      const lastUid = await this.#fetchUnlessHeld(client, path, status, this.#baseline(path, status));
-      if (found.tail.snapshot) found.tail.snapshot = await uidsUpTo(client, lastUid);
-      await this.#sendTail(path, found.tail, lastUid);
+      const read = await this.#fetchUnlessHeld(client, path, status, this.#baseline(path, status));
+      if (found.tail.snapshot) found.tail.snapshot = await uidsUpTo(client, read.lastUid);
+      await this.#sendTail(path, found.tail, read, started);
     });
   }
 
@@ -191,7 +199,12 @@ export class FolderPasses {
   }
 
   /** #fetchNew, unless new mail is held back (see the top): then the cursor stays at the baseline. */
-  async #fetchUnlessHeld(client: ImapFlow, path: string, status: FolderStatus, base: FolderCursor): Promise<number> {
+  async #fetchUnlessHeld(
+    client: ImapFlow,
+    path: string,
+    status: FolderStatus,
+    base: FolderCursor,
+  ): Promise<ReadThrough> {
     const host = this.#host;
     const settleMs = host.moveSettleMs;
     if (host.features().move || settleMs === 0) return this.#fetchNew(client, path, status, base);
@@ -203,18 +216,19 @@ export class FolderPasses {
     }
     if (!this.#heldSince.has(path)) {
       // The poll asked for below relays the mail; should it be slow (a busy account), this pass comes
-      // back on its own: mail held too long could outlast the Worker's wait for a move's other side.
+      // back on its own (held mail keeps the folder's pass from counting as evidence for emails in no folder).
       setTimeout(() => void this.wake(path), 2 * settleMs).unref();
     }
     this.#heldSince.set(path, since);
     host.log.debug('new mail held back until the other folders are checked', { path });
     host.pollSoon(settleMs - (now - since));
-    return base.last_uid;
+    return { lastUid: base.last_uid, complete: false };
   }
 
   /**
    * Fetches and relays every message above the baseline's last UID, in batches. Returns the
-   * folder's last UID (everything up to it has now been relayed or was expunged).
+   * folder's last UID (everything up to it has now been relayed or was expunged), and whether
+   * everything the folder held was relayed.
    */
   async #fetchNew(
     client: ImapFlow,
@@ -222,12 +236,12 @@ export class FolderPasses {
     status: FolderStatus,
     base: FolderCursor,
     ownGone: number[] = [],
-  ): Promise<number> {
+  ): Promise<ReadThrough> {
     // STATUS (or EXAMINE) ran before this FETCH, whose view is at least as new (see statusOf):
     // every UID below its UIDNEXT is covered by it.
     let lastUid = Math.max(base.last_uid, status.uidnext - 1);
     // Nothing new by the folder's numbers; numbers that may be behind (STATUS of a selected folder) never skip the FETCH.
-    if (status.exact && status.uidnext !== 0 && status.uidnext <= base.last_uid + 1) return lastUid;
+    if (status.exact && status.uidnext !== 0 && status.uidnext <= base.last_uid + 1) return { lastUid, complete: true };
     const gmail = this.#host.features().gmail;
     const query = messageQuery(gmail);
     let batch: MessageIn[] = [];
@@ -236,9 +250,12 @@ export class FolderPasses {
     const inFlight: Promise<void>[] = [];
     const flush = async (final: boolean) => {
       const changes: Change[] = [];
-      const vanishing = [...this.#pendingExpunges].map(([from, e]) => ({ path: from, ...e }));
-      if (ownGone.length && !this.#pendingExpunges.has(path))
-        vanishing.push({ path, uidvalidity: status.uidvalidity, uids: ownGone });
+      const own = ownGone.length ? [{ path, uidvalidity: status.uidvalidity, uids: ownGone }] : [];
+      const vanishing = mergeHints([
+        ...[...this.#pendingExpunges].map(([from, e]) => ({ path: from, ...e })),
+        ...own,
+        ...this.#host.changes.heard(),
+      ]);
       if (batch.length)
         changes.push({
           type: 'messages',
@@ -285,10 +302,11 @@ export class FolderPasses {
     }
     lastUid = Math.min(lastUid, unread - 1);
     if (fetched) await flush(true);
-    return lastUid;
+    return { lastUid, complete: unread === Number.POSITIVE_INFINITY };
   }
 
-  async #sendTail(path: string, tail: PassTail, lastUid: number): Promise<void> {
+  /** Sends what the pass found besides new mail, the cursor, and (when the Worker waits for it) that the folder was read through. */
+  async #sendTail(path: string, tail: PassTail, { lastUid, complete }: ReadThrough, started: number): Promise<void> {
     const { uidvalidity, highest_modseq } = tail.status;
     const changes: Change[] = [];
     if (tail.flags.length) changes.push({ type: 'flags', path, uidvalidity, updates: tail.flags });
@@ -301,20 +319,20 @@ export class FolderPasses {
       cursor.uidvalidity !== uidvalidity ||
       cursor.last_uid !== lastUid ||
       cursor.highest_modseq !== highest_modseq;
-    if (changes.length || moved) {
-      changes.push({ type: 'cursor', path, uidvalidity, last_uid: lastUid, highest_modseq });
-      await this.#host.send(changes);
-    }
+    if (changes.length || moved) changes.push({ type: 'cursor', path, uidvalidity, last_uid: lastUid, highest_modseq });
+    const passed = complete ? this.#host.evidence.report(path, uidvalidity, started) : null;
+    if (passed) changes.push(passed);
+    await this.#host.send(changes);
     this.#host.changes.relayed(path, tail);
   }
 
   /** Relays new mail of every other folder (one LIST-STATUS, then a fetch where UIDNEXT moved; new folders are reported first). */
   async #catchUpOthers(except: string): Promise<void> {
     const host = this.#host;
-    const known = host.listing();
+    // Folders this listing adds are caught up too: a message may have moved into one just created.
     const folders = await host.refreshListing();
     const behind = folders.filter((f) => {
-      if (f.path === except || !known.has(f.path) || !isSelectable(f)) return false;
+      if (f.path === except || !isSelectable(f)) return false;
       const cursor = host.cursors.get(f.path);
       return (
         !cursor || cursor.resync === true || cursor.uidvalidity !== f.uidvalidity || f.uidnext > cursor.last_uid + 1
@@ -337,6 +355,30 @@ export class FolderPasses {
       ),
     );
   }
+}
+
+/** How far a fetch of new mail got: the folder's last UID, and whether it relayed everything up to it. */
+interface ReadThrough {
+  lastUid: number;
+  complete: boolean;
+}
+
+type Hint = { path: string; uidvalidity: number; uids: number[] };
+
+/** Expunges still to be reported, one entry per folder and numbering (UIDs ascending, once each). */
+function mergeHints(hints: Hint[]): Hint[] {
+  const merged = new Map<string, Hint & { set: Set<number> }>();
+  for (const hint of hints) {
+    const key = `${hint.uidvalidity}:${hint.path}`;
+    const entry = merged.get(key) ?? { ...hint, uids: [], set: new Set<number>() };
+    for (const uid of hint.uids) entry.set.add(uid);
+    merged.set(key, entry);
+  }
+  return [...merged.values()].map(({ path, uidvalidity, set }) => ({
+    path,
+    uidvalidity,
+    uids: [...set].sort((a, b) => a - b),
+  }));
 }
 
 /** False when the folder's exact numbers show nothing above the baseline. */

@@ -35,7 +35,16 @@ export class ChangeApplier {
     initialSync: InitialSync | null = null,
     stats?: SyncStats,
   ) {
-    this.state = { env, account, cursors, folders: new Map(), initialSync, ...(stats && { stats }) };
+    this.state = {
+      env,
+      account,
+      cursors,
+      folders: new Map(),
+      initialSync,
+      orphanMark: 0,
+      listedMark: 0,
+      ...(stats && { stats }),
+    };
   }
 
   get cursors(): Map<string, CursorState> {
@@ -90,7 +99,23 @@ export class ChangeApplier {
       }
       case 'cursor':
         return this.advanceCursor(change);
+      case 'passed':
+        this.recordPass(change);
+        return emptyResult();
     }
+  }
+
+  /**
+   * A pass read the folder through (sync/orphans.ts). A mark is only ever told to the gateway once
+   * stored, and this batch's own mark is above every stored one: `started` never claims more.
+   */
+  private recordPass(change: Extract<Change, { type: 'passed' }>): void {
+    const state = this.state;
+    const told = state.orphanMark - 1;
+    const cursor = state.cursors.get(change.path);
+    if (cursor && cursor.uidvalidity === change.uidvalidity)
+      cursor.passed = Math.max(cursor.passed, Math.min(change.started, told));
+    state.listedMark = Math.max(state.listedMark, Math.min(change.listed, told));
   }
 
   /**

@@ -169,14 +169,13 @@ async function detachMatching(state: SyncState, folder: FolderRow, condition: 'u
 
 /**
  * Remove (folder, uid) memberships. Emails still in another folder get email.update; the others
- * are marked orphaned in the same unit of the batch (deleted by the object's alarm after a short
- * grace, unless the other side of a move arrives first).
+ * are marked orphaned with the batch's mark in the same unit (deleted once every folder has been
+ * read since, unless the other side of a move arrives first: sync/orphans.ts).
  */
 export async function detach(state: SyncState, folder: FolderRow, uids: number[], result: ChangeResult): Promise<void> {
   const db = state.env.DB;
   const byUid = await membershipsByUid(state, folder.id, uids);
   if (byUid.size === 0) return;
-  const now = Date.now();
   const emailIds = [...new Set(byUid.values())];
   result.statements.push(
     db
@@ -187,7 +186,7 @@ export async function detach(state: SyncState, folder: FolderRow, uids: number[]
         `UPDATE emails SET orphaned_at_ms = ? WHERE id IN (SELECT value FROM json_each(?))
          AND NOT EXISTS (SELECT 1 FROM email_folders WHERE email_id = emails.id)`,
       )
-      .bind(now, JSON.stringify(emailIds)),
+      .bind(state.orphanMark, JSON.stringify(emailIds)),
   );
   const memberships = await membershipsOf(state, emailIds);
   const stillFiled = emailIds.filter((id) => (memberships.get(id) ?? []).some((m) => m.folder_id !== folder.id));

@@ -140,14 +140,18 @@ export const Change = z.discriminatedUnion('type', [
     uids: z.array(z.number().int().positive()),
   }),
   /**
-   * Every UID the folder holds now (used to reconcile after a reconnect when QRESYNC is not
-   * available): known UIDs not listed here vanished.
+   * Every UID the folder holds now from `from_uid` up to `up_to` (used to find expunges when QRESYNC
+   * is not available): known UIDs in that range not listed here vanished. A large folder's snapshot
+   * comes in pieces (`MAX_CHANGE_UIDS`), each with its own range. Without a range: from 1 up to the
+   * Worker's cursor.
    */
   z.object({
     type: z.literal('snapshot'),
     path: z.string(),
     uidvalidity: z.number().int().nonnegative(),
     uids: z.array(z.number().int().positive()),
+    from_uid: z.number().int().positive().optional(),
+    up_to: z.number().int().nonnegative().optional(),
   }),
   /** Progress: everything up to `last_uid` and `highest_modseq` has been reported for this folder. */
   z.object({
@@ -158,17 +162,21 @@ export const Change = z.discriminatedUnion('type', [
     highest_modseq: z.string().nullable(),
   }),
   /**
-   * Evidence for emails left in no folder (see `OrphanState`): a pass over this folder that began
-   * when the latest mark the gateway had been told was `started` has relayed everything the folder
-   * held then (nothing held back, no message skipped). `listed`: the mark when the gateway's latest
-   * folder listing began (a folder created since an email left is known before its absence counts).
+   * Evidence for emails left in no folder (see `OrphanState`): each of `folders` was read through
+   * (everything it held relayed, nothing held back or skipped) by a pass that began when the latest
+   * mark the gateway had been told was `started`. `listed`: the mark when the gateway's latest folder
+   * listing began (a folder created since an email left is known before its absence counts).
    */
   z.object({
     type: z.literal('passed'),
-    path: z.string(),
-    uidvalidity: z.number().int().nonnegative(),
-    started: z.number().int().nonnegative(),
     listed: z.number().int().nonnegative(),
+    folders: z.array(
+      z.object({
+        path: z.string(),
+        uidvalidity: z.number().int().nonnegative(),
+        started: z.number().int().nonnegative(),
+      }),
+    ),
   }),
   /** Progress of the initial sync: `running` when a pull starts (again), then `completed` or `failed` once. */
   z.object({

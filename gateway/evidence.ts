@@ -10,8 +10,9 @@ import type { Change, OrphanState } from '../common/relay.ts';
 export class Evidence {
   #mark: number;
   #waiting: boolean;
-  /** The mark when the latest folder listing began. */
+  /** The mark when the latest folder listing began, and the latest one reported. */
   #listed = 0;
+  #listedReported = -1;
   /** Per folder, the mark its last reported pass began with. */
   #reported = new Map<string, number>();
 
@@ -46,7 +47,15 @@ export class Evidence {
   report(path: string, uidvalidity: number, started: number): Change | null {
     if (!this.#waiting) return null;
     this.#reported.set(path, Math.max(this.#reported.get(path) ?? -1, started));
-    return { type: 'passed', path, uidvalidity, started, listed: this.#listed };
+    this.#listedReported = this.#listed;
+    return { type: 'passed', listed: this.#listed, folders: [{ path, uidvalidity, started }] };
+  }
+
+  /** After a listing: the `passed` change saying so, when the Worker waits and has not been told of one this recent. */
+  listingReport(): Change | null {
+    if (!this.#waiting || this.#listed <= this.#listedReported) return null;
+    this.#listedReported = this.#listed;
+    return { type: 'passed', listed: this.#listed, folders: [] };
   }
 
   forget(path: string): void {

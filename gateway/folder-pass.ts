@@ -15,11 +15,13 @@ import type { ImapFlow } from 'imapflow';
 import { BATCHES_IN_FLIGHT, MAX_BATCH_BYTES, MAX_BATCH_MESSAGES } from '../common/relay-limits.ts';
 import type { Change, FolderCursor, FolderInfo, MessageIn } from '../common/relay.ts';
 import { Coalescer } from './async.ts';
-import { uidsUpTo, type FolderChanges, type FolderStatus, type PassTail } from './folder-changes.ts';
-import { isSelectable, STATUS_QUERY, type ServerFeatures } from './imap.ts';
+import { uidsUpTo, type FolderChanges, type FolderStatus } from './folder-changes.ts';
+import { isSelectable, type ServerFeatures } from './imap.ts';
 import type { Evidence } from './evidence.ts';
 import { errorFields, type Logger } from './log.ts';
 import { hasSource, hasUid, MESSAGE_OVERHEAD_BYTES, messageQuery, toRelayed, type StageSource } from './messages.ts';
+import { hasNewMail, mayHaveNewMail, statusOf } from './folder-status.ts';
+import { mergeHints, sendSnapshot, sendTail, type ReadThrough } from './pass-tail.ts';
 import { Aborted } from './worker-client.ts';
 
 /** What a pass needs of its session (gateway/session.ts). */
@@ -152,7 +154,7 @@ export class FolderPasses {
       // left: the snapshot goes before the new mail, so a message that left and came back under a new
       // UID finds its email orphaned (same id), not still here (which would make it a second copy).
       if (!reset && base.last_uid > 0 && host.changes.goneUnknown(path, tail) && mayHaveNewMail(status, base))
-        await host.send([{ type: 'snapshot', path, uidvalidity: status.uidvalidity, uids: tail.snapshot ?? [] }]);
+        await sendSnapshot(host, path, status.uidvalidity, tail.snapshot ?? [], base.last_uid);
       let read: ReadThrough;
       try {
         read = await this.#fetchUnlessHeld(client, path, status, base);
@@ -170,7 +172,7 @@ export class FolderPasses {
       if (tail.removed) return { tail, gone };
       // A snapshot covers every UID up to the cursor, the new ones included.
       if (tail.snapshot && lastUid > base.last_uid) tail.snapshot = await uidsUpTo(client, lastUid);
-      await this.#sendTail(path, tail, read, started);
+      await sendTail(host, path, tail, read, started);
       return null;
     });
     if (!found) return;
@@ -187,7 +189,7 @@ export class FolderPasses {
       const status = await statusOf(client, path, fresh);
       const read = await this.#fetchUnlessHeld(client, path, status, this.#baseline(path, status));
       if (found.tail.snapshot) found.tail.snapshot = await uidsUpTo(client, read.lastUid);
-      await this.#sendTail(path, found.tail, read, started);
+      await sendTail(host, path, found.tail, read, started);
     });
   }
 
@@ -305,27 +307,6 @@ export class FolderPasses {
     return { lastUid, complete: unread === Number.POSITIVE_INFINITY };
   }
 
-  /** Sends what the pass found besides new mail, the cursor, and (when the Worker waits for it) that the folder was read through. */
-  async #sendTail(path: string, tail: PassTail, { lastUid, complete }: ReadThrough, started: number): Promise<void> {
-    const { uidvalidity, highest_modseq } = tail.status;
-    const changes: Change[] = [];
-    if (tail.flags.length) changes.push({ type: 'flags', path, uidvalidity, updates: tail.flags });
-    if (tail.vanished.length) changes.push({ type: 'vanished', path, uidvalidity, uids: tail.vanished });
-    if (tail.snapshot) changes.push({ type: 'snapshot', path, uidvalidity, uids: tail.snapshot });
-    const cursor = this.#host.cursors.get(path);
-    const moved =
-      !cursor ||
-      cursor.resync === true ||
-      cursor.uidvalidity !== uidvalidity ||
-      cursor.last_uid !== lastUid ||
-      cursor.highest_modseq !== highest_modseq;
-    if (changes.length || moved) changes.push({ type: 'cursor', path, uidvalidity, last_uid: lastUid, highest_modseq });
-    const passed = complete ? this.#host.evidence.report(path, uidvalidity, started) : null;
-    if (passed) changes.push(passed);
-    await this.#host.send(changes);
-    this.#host.changes.relayed(path, tail);
-  }
-
   /** Relays new mail of every other folder (one LIST-STATUS, then a fetch where UIDNEXT moved; new folders are reported first). */
   async #catchUpOthers(except: string): Promise<void> {
     const host = this.#host;
@@ -355,73 +336,4 @@ export class FolderPasses {
       ),
     );
   }
-}
-
-/** How far a fetch of new mail got: the folder's last UID, and whether it relayed everything up to it. */
-interface ReadThrough {
-  lastUid: number;
-  complete: boolean;
-}
-
-type Hint = { path: string; uidvalidity: number; uids: number[] };
-
-/** Expunges still to be reported, one entry per folder and numbering (UIDs ascending, once each). */
-function mergeHints(hints: Hint[]): Hint[] {
-  const merged = new Map<string, Hint & { set: Set<number> }>();
-  for (const hint of hints) {
-    const key = `${hint.uidvalidity}:${hint.path}`;
-    const entry = merged.get(key) ?? { ...hint, uids: [], set: new Set<number>() };
-    for (const uid of hint.uids) entry.set.add(uid);
-    merged.set(key, entry);
-  }
-  return [...merged.values()].map(({ path, uidvalidity, set }) => ({
-    path,
-    uidvalidity,
-    uids: [...set].sort((a, b) => a - b),
-  }));
-}
-
-/** False when the folder's exact numbers show nothing above the baseline. */
-function mayHaveNewMail(status: FolderStatus, base: FolderCursor): boolean {
-  return !status.exact || status.uidnext === 0 || status.uidnext > base.last_uid + 1;
-}
-
-/** Whether the folder has messages above the baseline (a UID SEARCH when STATUS may be behind). */
-async function hasNewMail(client: ImapFlow, status: FolderStatus, base: FolderCursor): Promise<boolean> {
-  if (!mayHaveNewMail(status, base)) return false;
-  if (status.exact && status.uidnext !== 0) return true;
-  const uids = await client.search({ uid: `${base.last_uid + 1}:*` }, { uid: true });
-  // "n:*" also matches the highest UID when it is below n.
-  return Array.isArray(uids) && uids.some((uid) => uid > base.last_uid);
-}
-
-/**
- * State of the selected folder. Just selected: the EXAMINE answer. Selected for a while (an IDLE
- * connection): STATUS, then NOOP; STATUS is not trusted to be current (servers answer it for a
- * selected folder from the session's own view; Courier's stays stale): its numbers may only be
- * behind, so they may hold the cursor back (flags re-read, a gap not skipped) but never skip a
- * FETCH.
- */
-async function statusOf(client: ImapFlow, path: string, fresh: boolean): Promise<FolderStatus> {
-  const mailbox = client.mailbox;
-  if (fresh && mailbox && mailbox.path === path)
-    return {
-      uidvalidity: Number(mailbox.uidValidity),
-      uidnext: mailbox.uidNext ?? 0,
-      highest_modseq: mailbox.highestModseq !== undefined ? String(mailbox.highestModseq) : null,
-      exact: true,
-    };
-  // STATUS first, then NOOP: the NOOP brings the session's view up to date where the server allows
-  // (Dovecot: at once instead of at its notify timer), so the FETCH that follows sees at least what
-  // the STATUS counted. The other way round, a message saved between the two was counted by STATUS
-  // but not seen by the FETCH, and the cursor passed over it (lost mail, found by the soak).
-  const st = await client.status(path, { ...STATUS_QUERY });
-  if (!st) throw Object.assign(new Error(`STATUS failed for a folder`), { mailboxMissing: true });
-  await client.noop();
-  return {
-    uidvalidity: Number(st.uidValidity ?? 0),
-    uidnext: st.uidNext ?? 0,
-    highest_modseq: st.highestModseq !== undefined ? String(st.highestModseq) : null,
-    exact: false,
-  };
 }

@@ -224,6 +224,8 @@ export class Session implements PassHost {
     const report = this.#listing.update(folders);
     if (report) await this.send([{ type: 'folders', folders }]);
     this.evidence.listed(listedMark);
+    const listingReport = this.evidence.listingReport();
+    if (listingReport) await this.send([listingReport]);
     for (const path of this.#listing.removed) this.#forgetFolder(path);
     // A folder just learnt is passed at once (a move into a folder created a moment before).
     for (const path of this.#listing.added) void this.#passes.wake(path);

@@ -87,15 +87,9 @@ describe('emptying a Trash of 5,000 messages', () => {
       await stub.applyChanges('gw-1', [{ type: 'vanished', path: 'Trash', uidvalidity: 1, uids }]);
     });
     const { mark } = await stub.orphanState();
-    const passes = (await stub.cursors()).map((c) => ({
-      type: 'passed' as const,
-      path: c.path,
-      uidvalidity: c.uidvalidity,
-      started: mark,
-      listed: mark,
-    }));
+    const folders = (await stub.cursors()).map((c) => ({ path: c.path, uidvalidity: c.uidvalidity, started: mark }));
     await invocation(meter, async () => {
-      await stub.applyChanges('gw-1', passes);
+      await stub.applyChanges('gw-1', [{ type: 'passed', listed: mark, folders }]);
     });
     const alarms = await drainAlarms(stub, meter);
 

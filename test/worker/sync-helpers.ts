@@ -148,14 +148,8 @@ export async function readEveryFolder(stub: DurableObjectStub<AccountObject>): P
   if (!holder) throw new Error('nobody holds the account');
   const { mark } = await stub.orphanState();
   const cursors = await stub.cursors();
-  const passes = cursors.map((c) => ({
-    type: 'passed' as const,
-    path: c.path,
-    uidvalidity: c.uidvalidity,
-    started: mark,
-    listed: mark,
-  }));
-  if (passes.length) await stub.applyChanges(holder, passes);
+  const folders = cursors.map((c) => ({ path: c.path, uidvalidity: c.uidvalidity, started: mark }));
+  await stub.applyChanges(holder, [{ type: 'passed', listed: mark, folders }]);
   await runDurableObjectAlarm(stub);
 }
 

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import type { AccountObject } from '../../worker/durable/account-object.ts';
 import { newId } from '../../worker/lib/ids.ts';
 import { d1Batches } from '../../worker/sync/commit.ts';
+import { isTransient } from '../../worker/sync/run-changes.ts';
 import { api, expectError } from './helpers.ts';
 import {
   createSyncedAccount,
@@ -208,10 +209,8 @@ describe('applying changes', () => {
     const cursors = await account.stub.cursors();
     const passed = (path: string, started: number, listed = started) => ({
       type: 'passed' as const,
-      path,
-      uidvalidity: 1,
-      started,
       listed,
+      folders: [{ path, uidvalidity: 1, started }],
     });
     // Passes begun before the gateway was told the mark prove nothing; nor do passes over only some
     // folders, nor passes without a listing begun after it left; however long it takes.
@@ -376,6 +375,16 @@ describe('applying changes', () => {
     await account.stub.applyChanges(account.gateway, [change]);
     expect((await list(`account_id=${account.id}`)).data.map((e: any) => e.subject)).toEqual(['staged late']);
     expect(await failures()).toEqual([]);
+  });
+
+  it('tells storage hiccups, retried without counting, from failures the message causes', () => {
+    expect(isTransient(new Error('D1_ERROR: Network connection lost.'))).toBe(true);
+    expect(isTransient(new Error('D1 DB is overloaded. Requests queued for too long.'))).toBe(true);
+    expect(isTransient(new Error('get: We encountered an internal error. Please try again.'))).toBe(true);
+    expect(isTransient(new Error('D1_ERROR: string or blob too big: SQLITE_TOOBIG'))).toBe(false);
+    expect(isTransient(new Error('D1_ERROR: UNIQUE constraint failed: SQLITE_CONSTRAINT'))).toBe(false);
+    expect(isTransient(new Error('the staged source 00ff is missing'))).toBe(false);
+    expect(isTransient(new TypeError("Cannot read properties of undefined (reading 'from')"))).toBe(false);
   });
 
   it('refuses changes from a gateway that does not hold the lease', async () => {

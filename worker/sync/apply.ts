@@ -82,7 +82,10 @@ export class ChangeApplier {
       case 'vanished':
         return applyVanished(state, change.path, change.uidvalidity, change.uids);
       case 'snapshot':
-        return applySnapshot(state, change.path, change.uidvalidity, change.uids);
+        return applySnapshot(state, change.path, change.uidvalidity, change.uids, {
+          ...(change.from_uid !== undefined && { fromUid: change.from_uid }),
+          ...(change.up_to !== undefined && { upTo: change.up_to }),
+        });
       case 'initial_sync': {
         const result = emptyResult();
         const moved = await state.initialSync?.advance(
@@ -112,9 +115,11 @@ export class ChangeApplier {
   private recordPass(change: Extract<Change, { type: 'passed' }>): void {
     const state = this.state;
     const told = state.orphanMark - 1;
-    const cursor = state.cursors.get(change.path);
-    if (cursor && cursor.uidvalidity === change.uidvalidity)
-      cursor.passed = Math.max(cursor.passed, Math.min(change.started, told));
+    for (const pass of change.folders) {
+      const cursor = state.cursors.get(pass.path);
+      if (cursor && cursor.uidvalidity === pass.uidvalidity)
+        cursor.passed = Math.max(cursor.passed, Math.min(pass.started, told));
+    }
     state.listedMark = Math.max(state.listedMark, Math.min(change.listed, told));
   }
 

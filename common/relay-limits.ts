@@ -12,6 +12,12 @@ export const MAX_BATCH_BYTES = 8 * 1024 * 1024;
 export const BATCHES_IN_FLIGHT = 2;
 /** At most this many messages per batch (the Worker writes a change set-based: a few D1 statements and one R2 object). */
 export const MAX_BATCH_MESSAGES = 500;
+/**
+ * At most this many UIDs in one `flags`, `vanished` or `snapshot` change, and such a piece travels
+ * in a batch of its own: whatever the folder's size, the Worker reads and writes one piece in a few
+ * statements within one invocation's limits, each binding one JSON value far below D1's 2 MB.
+ */
+export const MAX_CHANGE_UIDS = 2_000;
 
 /** Error answers of the internal endpoints (same shape as the public API's errors). */
 export const LEASE_LOST_TYPE = 'errors/lease_lost';

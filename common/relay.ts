@@ -140,14 +140,18 @@ export const Change = z.discriminatedUnion('type', [
     uids: z.array(z.number().int().positive()),
   }),
   /**
-   * Every UID the folder holds now (used to reconcile after a reconnect when QRESYNC is not
-   * available): known UIDs not listed here vanished.
+   * Every UID the folder holds now from `from_uid` up to `up_to` (used to find expunges when QRESYNC
+   * is not available): known UIDs in that range not listed here vanished. A large folder's snapshot
+   * comes in pieces (`MAX_CHANGE_UIDS`), each with its own range. Without a range: from 1 up to the
+   * Worker's cursor.
    */
   z.object({
     type: z.literal('snapshot'),
     path: z.string(),
     uidvalidity: z.number().int().nonnegative(),
     uids: z.array(z.number().int().positive()),
+    from_uid: z.number().int().positive().optional(),
+    up_to: z.number().int().nonnegative().optional(),
   }),
   /** Progress: everything up to `last_uid` and `highest_modseq` has been reported for this folder. */
   z.object({
@@ -156,6 +160,23 @@ export const Change = z.discriminatedUnion('type', [
     uidvalidity: z.number().int().nonnegative(),
     last_uid: z.number().int().nonnegative(),
     highest_modseq: z.string().nullable(),
+  }),
+  /**
+   * Evidence for emails left in no folder (see `OrphanState`): each of `folders` was read through
+   * (everything it held relayed, nothing held back or skipped) by a pass that began when the latest
+   * mark the gateway had been told was `started`. `listed`: the mark when the gateway's latest folder
+   * listing began (a folder created since an email left is known before its absence counts).
+   */
+  z.object({
+    type: z.literal('passed'),
+    listed: z.number().int().nonnegative(),
+    folders: z.array(
+      z.object({
+        path: z.string(),
+        uidvalidity: z.number().int().nonnegative(),
+        started: z.number().int().nonnegative(),
+      }),
+    ),
   }),
   /** Progress of the initial sync: `running` when a pull starts (again), then `completed` or `failed` once. */
   z.object({
@@ -235,6 +256,16 @@ export const InitialSyncPlan = z.object({
 });
 export type InitialSyncPlan = z.infer<typeof InitialSyncPlan>;
 
+/**
+ * Emails that left their last folder wait for evidence, not for a timer: one is deleted once every
+ * folder of the account has been read through by a pass that began after it left (the other side of
+ * a move may arrive any time later). `mark` grows with every batch that leaves emails in no folder:
+ * a pass that begins once the gateway was told a mark began after every email marked up to it left.
+ * `waiting`: some email waits; the gateway then passes over every folder and reports `passed`.
+ */
+export const OrphanState = z.object({ mark: z.number().int().nonnegative(), waiting: z.boolean() });
+export type OrphanState = z.infer<typeof OrphanState>;
+
 export const LeaseRequest = z.object(Caller);
 export type LeaseRequest = z.infer<typeof LeaseRequest>;
 
@@ -256,6 +287,7 @@ export const LeaseResponse = z.discriminatedUnion('granted', [
     lease_ttl_ms: z.number().int().positive(),
     /** Present while the account's initial sync has not finished. */
     initial_sync: InitialSyncPlan.optional(),
+    orphans: OrphanState.optional(),
   }),
   z.object({ granted: z.literal(false), holder: z.string().nullable() }),
 ]);
@@ -281,6 +313,7 @@ export type ChangesRequest = z.infer<typeof ChangesRequest>;
 export const ChangesResponse = z.object({
   /** The account's cursors after the batch was applied. */
   cursors: z.array(FolderCursor),
+  orphans: OrphanState.optional(),
 });
 export type ChangesResponse = z.infer<typeof ChangesResponse>;
 

@@ -1,5 +1,5 @@
 /** What an account's sync is given by the gateway, shared by the retry loop and its sessions. */
-import type { FolderCursor, InitialSyncPlan, MailboxConfig } from '../common/relay.ts';
+import type { FolderCursor, InitialSyncPlan, MailboxConfig, OrphanState } from '../common/relay.ts';
 import type { SyncSettings } from './config.ts';
 import type { Logger } from './log.ts';
 import type { WorkerClient } from './worker-client.ts';
@@ -16,6 +16,7 @@ export interface AccountLease {
   config: MailboxConfig;
   cursors: FolderCursor[];
   initial_sync?: InitialSyncPlan;
+  orphans?: OrphanState;
 }
 
 /** The initial sync still to pull (gateway/initial-sync.ts); null once it ended. Kept across sessions. */

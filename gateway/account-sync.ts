@@ -8,6 +8,7 @@ import type { AccountDeps, AccountLease, PendingInitialSync } from './account-de
 import { backoffDelay, sleep } from './async.ts';
 import type { CommandConnection } from './command-connection.ts';
 import { classifyError, isAuthFailure } from './errors.ts';
+import { Evidence } from './evidence.ts';
 import { errorFields, type Logger } from './log.ts';
 import { MailboxCommands } from './mailbox.ts';
 import { countFailure } from './metrics.ts';
@@ -23,6 +24,7 @@ export class AccountSync {
   #log: Logger;
   #cursors = new Map<string, FolderCursor>();
   #initialSync: PendingInitialSync;
+  #evidence: Evidence;
   #abort = new AbortController();
   #session: Session | null = null;
   #reported: AccountStatus | null = null;
@@ -37,6 +39,7 @@ export class AccountSync {
     this.#log = deps.log.child({ account: id });
     for (const cursor of lease.cursors) this.#cursors.set(cursor.path, cursor);
     this.#initialSync = { plan: lease.initial_sync ?? null };
+    this.#evidence = new Evidence(lease.orphans);
     this.commands = new MailboxCommands(lease.config, deps.settings, this.#log, {
       commandConnection: (): CommandConnection | null => this.#session?.command ?? null,
       changed: (paths) => {
@@ -69,6 +72,7 @@ export class AccountSync {
         this.#config,
         this.#cursors,
         this.#initialSync,
+        this.#evidence,
         this.#deps,
         this.#log,
         signal,

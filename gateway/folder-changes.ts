@@ -63,6 +63,16 @@ export class FolderChanges {
     entry.uids.add(ev.uid);
   }
 
+  /**
+   * Expunges heard in every folder and not relayed yet: hints for mail arriving elsewhere (a move's
+   * source may be heard before its folder's pass reports it).
+   */
+  heard(): { path: string; uidvalidity: number; uids: number[] }[] {
+    return [...this.#vanished]
+      .filter(([, entry]) => entry.uids.size > 0)
+      .map(([path, entry]) => ({ path, uidvalidity: entry.uidvalidity, uids: [...entry.uids] }));
+  }
+
   /** The folder's numbering changed: expunges heard under the old one mean nothing any more. */
   renumbered(path: string): void {
     this.#vanished.delete(path);

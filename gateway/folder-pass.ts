@@ -15,11 +15,14 @@ import type { ImapFlow } from 'imapflow';
 import { BATCHES_IN_FLIGHT, MAX_BATCH_BYTES, MAX_BATCH_MESSAGES } from '../common/relay-limits.ts';
 import type { Change, FolderCursor, FolderInfo, MessageIn } from '../common/relay.ts';
 import { Coalescer } from './async.ts';
-import { uidsUpTo, type FolderChanges, type FolderStatus, type PassTail } from './folder-changes.ts';
-import { isSelectable, STATUS_QUERY, type ServerFeatures } from './imap.ts';
+import { uidsUpTo, type FolderChanges, type FolderStatus } from './folder-changes.ts';
+import { isSelectable, type ServerFeatures } from './imap.ts';
+import type { Evidence } from './evidence.ts';
 import { errorFields, type Logger } from './log.ts';
 import { observeRelay } from './metrics.ts';
 import { hasSource, hasUid, MESSAGE_OVERHEAD_BYTES, messageQuery, toRelayed, type StageSource } from './messages.ts';
+import { hasNewMail, mayHaveNewMail, statusOf } from './folder-status.ts';
+import { mergeHints, sendSnapshot, sendTail, type ReadThrough } from './pass-tail.ts';
 import { Aborted } from './worker-client.ts';
 
 /** What a pass needs of its session (gateway/session.ts). */
@@ -30,6 +33,7 @@ export interface PassHost {
   readonly cursors: Map<string, FolderCursor>;
   readonly changes: FolderChanges;
   readonly stage: StageSource;
+  readonly evidence: Evidence;
   features(): ServerFeatures;
   listing(): Map<string, FolderInfo>;
   isClosed(): boolean;
@@ -72,9 +76,12 @@ export class FolderPasses {
       .catch((err: unknown) => this.#passFailed(path, err));
   }
 
-  /** The folder's last pass left work for the next poll: the server refused it, or new mail is held back. */
+  /**
+   * The folder's last pass left work for the next poll: the server refused it, or new mail is held
+   * back; or the Worker waits for a pass over it (emails in no folder, gateway/evidence.ts).
+   */
   pending(path: string): boolean {
-    return this.#refused.has(path) || this.#heldSince.has(path);
+    return this.#refused.has(path) || this.#heldSince.has(path) || this.#host.evidence.needs(path);
   }
 
   /** A folder gone from the listing. */
@@ -124,6 +131,8 @@ export class FolderPasses {
     const host = this.#host;
     const notifiedAt = this.#notifiedAt.get(path);
     this.#notifiedAt.delete(path);
+    // Evidence for emails in no folder: this pass begins after every one marked up to here left.
+    const started = host.evidence.mark;
     const found = await host.inFolder(path, async (client, fresh) => {
       const status = await statusOf(client, path, fresh);
       const differs = () => {
@@ -146,13 +155,14 @@ export class FolderPasses {
       // left: the snapshot goes before the new mail, so a message that left and came back under a new
       // UID finds its email orphaned (same id), not still here (which would make it a second copy).
       if (!reset && base.last_uid > 0 && host.changes.goneUnknown(path, tail) && mayHaveNewMail(status, base))
-        await host.send([{ type: 'snapshot', path, uidvalidity: status.uidvalidity, uids: tail.snapshot ?? [] }]);
-      let lastUid: number;
+        await sendSnapshot(host, path, status.uidvalidity, tail.snapshot ?? [], base.last_uid);
+      let read: ReadThrough;
       try {
-        lastUid = await this.#fetchUnlessHeld(client, path, status, base);
+        read = await this.#fetchUnlessHeld(client, path, status, base);
       } finally {
         this.#pendingExpunges.delete(path);
       }
+      const lastUid = read.lastUid;
       if (lastUid > base.last_uid && notifiedAt !== undefined) {
         observeRelay(notifiedAt);
         host.log.debug('relayed new mail', {
@@ -164,7 +174,7 @@ export class FolderPasses {
       if (tail.removed) return { tail, gone };
       // A snapshot covers every UID up to the cursor, the new ones included.
       if (tail.snapshot && lastUid > base.last_uid) tail.snapshot = await uidsUpTo(client, lastUid);
-      await this.#sendTail(path, tail, lastUid);
+      await sendTail(host, path, tail, read, started);
       return null;
     });
     if (!found) return;
@@ -179,9 +189,9 @@ export class FolderPasses {
     }
     await host.inFolder(path, async (client, fresh) => {
       const status = await statusOf(client, path, fresh);
-      const lastUid = await this.#fetchUnlessHeld(client, path, status, this.#baseline(path, status));
-      if (found.tail.snapshot) found.tail.snapshot = await uidsUpTo(client, lastUid);
-      await this.#sendTail(path, found.tail, lastUid);
+      const read = await this.#fetchUnlessHeld(client, path, status, this.#baseline(path, status));
+      if (found.tail.snapshot) found.tail.snapshot = await uidsUpTo(client, read.lastUid);
+      await sendTail(host, path, found.tail, read, started);
     });
   }
 
@@ -193,7 +203,12 @@ export class FolderPasses {
   }
 
   /** #fetchNew, unless new mail is held back (see the top): then the cursor stays at the baseline. */
-  async #fetchUnlessHeld(client: ImapFlow, path: string, status: FolderStatus, base: FolderCursor): Promise<number> {
+  async #fetchUnlessHeld(
+    client: ImapFlow,
+    path: string,
+    status: FolderStatus,
+    base: FolderCursor,
+  ): Promise<ReadThrough> {
     const host = this.#host;
     const settleMs = host.moveSettleMs;
     if (host.features().move || settleMs === 0) return this.#fetchNew(client, path, status, base);
@@ -205,18 +220,19 @@ export class FolderPasses {
     }
     if (!this.#heldSince.has(path)) {
       // The poll asked for below relays the mail; should it be slow (a busy account), this pass comes
-      // back on its own: mail held too long could outlast the Worker's wait for a move's other side.
+      // back on its own (held mail keeps the folder's pass from counting as evidence for emails in no folder).
       setTimeout(() => void this.wake(path), 2 * settleMs).unref();
     }
     this.#heldSince.set(path, since);
     host.log.debug('new mail held back until the other folders are checked', { path });
     host.pollSoon(settleMs - (now - since));
-    return base.last_uid;
+    return { lastUid: base.last_uid, complete: false };
   }
 
   /**
    * Fetches and relays every message above the baseline's last UID, in batches. Returns the
-   * folder's last UID (everything up to it has now been relayed or was expunged).
+   * folder's last UID (everything up to it has now been relayed or was expunged), and whether
+   * everything the folder held was relayed.
    */
   async #fetchNew(
     client: ImapFlow,
@@ -224,12 +240,12 @@ export class FolderPasses {
     status: FolderStatus,
     base: FolderCursor,
     ownGone: number[] = [],
-  ): Promise<number> {
+  ): Promise<ReadThrough> {
     // STATUS (or EXAMINE) ran before this FETCH, whose view is at least as new (see statusOf):
     // every UID below its UIDNEXT is covered by it.
     let lastUid = Math.max(base.last_uid, status.uidnext - 1);
     // Nothing new by the folder's numbers; numbers that may be behind (STATUS of a selected folder) never skip the FETCH.
-    if (status.exact && status.uidnext !== 0 && status.uidnext <= base.last_uid + 1) return lastUid;
+    if (status.exact && status.uidnext !== 0 && status.uidnext <= base.last_uid + 1) return { lastUid, complete: true };
     const gmail = this.#host.features().gmail;
     const query = messageQuery(gmail);
     let batch: MessageIn[] = [];
@@ -238,9 +254,12 @@ export class FolderPasses {
     const inFlight: Promise<void>[] = [];
     const flush = async (final: boolean) => {
       const changes: Change[] = [];
-      const vanishing = [...this.#pendingExpunges].map(([from, e]) => ({ path: from, ...e }));
-      if (ownGone.length && !this.#pendingExpunges.has(path))
-        vanishing.push({ path, uidvalidity: status.uidvalidity, uids: ownGone });
+      const own = ownGone.length ? [{ path, uidvalidity: status.uidvalidity, uids: ownGone }] : [];
+      const vanishing = mergeHints([
+        ...[...this.#pendingExpunges].map(([from, e]) => ({ path: from, ...e })),
+        ...own,
+        ...this.#host.changes.heard(),
+      ]);
       if (batch.length)
         changes.push({
           type: 'messages',
@@ -287,36 +306,16 @@ export class FolderPasses {
     }
     lastUid = Math.min(lastUid, unread - 1);
     if (fetched) await flush(true);
-    return lastUid;
-  }
-
-  async #sendTail(path: string, tail: PassTail, lastUid: number): Promise<void> {
-    const { uidvalidity, highest_modseq } = tail.status;
-    const changes: Change[] = [];
-    if (tail.flags.length) changes.push({ type: 'flags', path, uidvalidity, updates: tail.flags });
-    if (tail.vanished.length) changes.push({ type: 'vanished', path, uidvalidity, uids: tail.vanished });
-    if (tail.snapshot) changes.push({ type: 'snapshot', path, uidvalidity, uids: tail.snapshot });
-    const cursor = this.#host.cursors.get(path);
-    const moved =
-      !cursor ||
-      cursor.resync === true ||
-      cursor.uidvalidity !== uidvalidity ||
-      cursor.last_uid !== lastUid ||
-      cursor.highest_modseq !== highest_modseq;
-    if (changes.length || moved) {
-      changes.push({ type: 'cursor', path, uidvalidity, last_uid: lastUid, highest_modseq });
-      await this.#host.send(changes);
-    }
-    this.#host.changes.relayed(path, tail);
+    return { lastUid, complete: unread === Number.POSITIVE_INFINITY };
   }
 
   /** Relays new mail of every other folder (one LIST-STATUS, then a fetch where UIDNEXT moved; new folders are reported first). */
   async #catchUpOthers(except: string): Promise<void> {
     const host = this.#host;
-    const known = host.listing();
+    // Folders this listing adds are caught up too: a message may have moved into one just created.
     const folders = await host.refreshListing();
     const behind = folders.filter((f) => {
-      if (f.path === except || !known.has(f.path) || !isSelectable(f)) return false;
+      if (f.path === except || !isSelectable(f)) return false;
       const cursor = host.cursors.get(f.path);
       return (
         !cursor || cursor.resync === true || cursor.uidvalidity !== f.uidvalidity || f.uidnext > cursor.last_uid + 1
@@ -339,49 +338,4 @@ export class FolderPasses {
       ),
     );
   }
-}
-
-/** False when the folder's exact numbers show nothing above the baseline. */
-function mayHaveNewMail(status: FolderStatus, base: FolderCursor): boolean {
-  return !status.exact || status.uidnext === 0 || status.uidnext > base.last_uid + 1;
-}
-
-/** Whether the folder has messages above the baseline (a UID SEARCH when STATUS may be behind). */
-async function hasNewMail(client: ImapFlow, status: FolderStatus, base: FolderCursor): Promise<boolean> {
-  if (!mayHaveNewMail(status, base)) return false;
-  if (status.exact && status.uidnext !== 0) return true;
-  const uids = await client.search({ uid: `${base.last_uid + 1}:*` }, { uid: true });
-  // "n:*" also matches the highest UID when it is below n.
-  return Array.isArray(uids) && uids.some((uid) => uid > base.last_uid);
-}
-
-/**
- * State of the selected folder. Just selected: the EXAMINE answer. Selected for a while (an IDLE
- * connection): STATUS, then NOOP; STATUS is not trusted to be current (servers answer it for a
- * selected folder from the session's own view; Courier's stays stale): its numbers may only be
- * behind, so they may hold the cursor back (flags re-read, a gap not skipped) but never skip a
- * FETCH.
- */
-async function statusOf(client: ImapFlow, path: string, fresh: boolean): Promise<FolderStatus> {
-  const mailbox = client.mailbox;
-  if (fresh && mailbox && mailbox.path === path)
-    return {
-      uidvalidity: Number(mailbox.uidValidity),
-      uidnext: mailbox.uidNext ?? 0,
-      highest_modseq: mailbox.highestModseq !== undefined ? String(mailbox.highestModseq) : null,
-      exact: true,
-    };
-  // STATUS first, then NOOP: the NOOP brings the session's view up to date where the server allows
-  // (Dovecot: at once instead of at its notify timer), so the FETCH that follows sees at least what
-  // the STATUS counted. The other way round, a message saved between the two was counted by STATUS
-  // but not seen by the FETCH, and the cursor passed over it (lost mail, found by the soak).
-  const st = await client.status(path, { ...STATUS_QUERY });
-  if (!st) throw Object.assign(new Error(`STATUS failed for a folder`), { mailboxMissing: true });
-  await client.noop();
-  return {
-    uidvalidity: Number(st.uidValidity ?? 0),
-    uidnext: st.uidNext ?? 0,
-    highest_modseq: st.highestModseq !== undefined ? String(st.highestModseq) : null,
-    exact: false,
-  };
 }

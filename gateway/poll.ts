@@ -16,6 +16,8 @@ export class FolderListing {
   folders = new Map<string, FolderInfo>();
   /** Folders gone in the last update. */
   removed: string[] = [];
+  /** Folders new in the last update. */
+  added: string[] = [];
   /** Folders whose UIDNEXT, MESSAGES or HIGHESTMODSEQ moved since the poll last looked. */
   #moved = new Set<string>();
   /** Folders whose numbers show an expunge since the poll last looked (fewer messages than arrived). */
@@ -42,6 +44,7 @@ export class FolderListing {
         this.#expunged.add(f.path);
     }
     this.removed = [...previous.keys()].filter((path) => !folders.some((f) => f.path === path));
+    this.added = folders.filter((f) => !previous.has(f.path)).map((f) => f.path);
     // The Worker deletes a folder only when a second listing confirms it is gone: after a listing
     // that lost a folder, the next one is sent even when nothing changed.
     const report = !unchanged || this.#removalUnconfirmed;

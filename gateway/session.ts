@@ -27,6 +27,7 @@ import type { Logger } from './log.ts';
 import type { StageSource } from './messages.ts';
 import { FolderListing, Poller } from './poll.ts';
 import type { AccountDeps, PendingInitialSync } from './account-deps.ts';
+import type { Evidence } from './evidence.ts';
 import { pullInitialSync } from './initial-sync.ts';
 import { alsoWake, chooseWatched } from './watchers.ts';
 import { Aborted } from './worker-client.ts';
@@ -50,6 +51,8 @@ export class Session implements PassHost {
   #deps: AccountDeps;
   #signal: AbortSignal;
   #initialSync: PendingInitialSync;
+  /** What the Worker waits for before deleting emails in no folder (gateway/evidence.ts). */
+  readonly evidence: Evidence;
   #failed = deferred<never>();
   #closed = false;
   #clients = new Set<ImapFlow>();
@@ -69,6 +72,7 @@ export class Session implements PassHost {
     config: MailboxConfig,
     cursors: Map<string, FolderCursor>,
     initialSync: PendingInitialSync,
+    evidence: Evidence,
     deps: AccountDeps,
     log: Logger,
     signal: AbortSignal,
@@ -77,6 +81,7 @@ export class Session implements PassHost {
     this.#config = config;
     this.cursors = cursors;
     this.#initialSync = initialSync;
+    this.evidence = evidence;
     this.#deps = deps;
     this.log = log;
     this.#signal = signal;
@@ -155,9 +160,11 @@ export class Session implements PassHost {
     const primary = await this.#connect(WATCHER_OPTIONS);
     this.#primary = primary;
     this.#features = featuresOf(primary);
+    const listedMark = this.evidence.mark;
     const folders = await listFolders(primary);
     await this.send([{ type: 'folders', folders }]);
     this.#listing.replace(folders);
+    this.evidence.listed(listedMark);
     const watched = chooseWatched(folders, this.#features.gmail, this.#deps.settings.maxExtraIdle);
     const [first, ...extra] = watched;
     if (first) await this.#watch(primary, first);
@@ -211,16 +218,23 @@ export class Session implements PassHost {
   async refreshListing(from?: ImapFlow): Promise<FolderInfo[]> {
     const primary = this.#primary;
     if (!primary || this.#closed) throw new Aborted('session closed');
+    const listedMark = this.evidence.mark;
     if (!from) await primary.noop();
     const folders = await listFolders(from ?? primary);
     const report = this.#listing.update(folders);
     if (report) await this.send([{ type: 'folders', folders }]);
+    this.evidence.listed(listedMark);
+    const listingReport = this.evidence.listingReport();
+    if (listingReport) await this.send([listingReport]);
     for (const path of this.#listing.removed) this.#forgetFolder(path);
+    // A folder just learnt is passed at once (a move into a folder created a moment before).
+    for (const path of this.#listing.added) void this.#passes.wake(path);
     return folders;
   }
 
   #forgetFolder(path: string): void {
     this.#passes.forget(path);
+    this.evidence.forget(path);
     const watcher = this.#watchers.get(path);
     if (!watcher) return;
     // A watched folder was deleted: drop its connection without ending the session (the primary
@@ -326,6 +340,7 @@ export class Session implements PassHost {
     const response = await this.#call(() =>
       this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal }),
     );
+    this.evidence.take(response.orphans);
     const touched = new Set(
       changes.flatMap((c) => (c.type === 'folders' ? c.folders.map((f) => f.path) : 'path' in c ? [c.path] : [])),
     );

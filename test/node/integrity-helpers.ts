@@ -18,17 +18,24 @@ export interface Suite {
   service: Service;
   /** The running gateway (a test that kills it puts the new one here). */
   gateway: GatewayProcess;
-  /** Environment of the suite's gateways: the mail server's CA and a 1 s poll (folders nobody IDLEs on are looked at often). */
+  /**
+   * Environment of the suite's gateways: the mail server's CA and a 1 s poll (folders nobody IDLEs
+   * on are looked at often), or the shipped poll interval for a suite that asks for the defaults.
+   */
   gatewayEnv(): Record<string, string>;
   /** An IMAP client of another mail program, logged out after the file. */
   imap(user: string): Promise<ImapFlow>;
 }
 
-/** Registers the file's hooks: a private Dovecot + Postfix, `npm start` and one gateway, all stopped afterwards. */
-export function endToEndSuite(gatewayId: string): Suite {
+/**
+ * Registers the file's hooks: a private Dovecot + Postfix, `npm start` and one gateway, all stopped
+ * afterwards. `defaults`: the gateway runs with the shipped settings (no fast poll).
+ */
+export function endToEndSuite(gatewayId: string, { defaults = false }: { defaults?: boolean } = {}): Suite {
   const clients: ImapFlow[] = [];
+  const fast: Record<string, string> = defaults ? {} : { GATEWAY_POLL_INTERVAL_MS: '1000' };
   const suite = {
-    gatewayEnv: () => ({ NODE_EXTRA_CA_CERTS: suite.mail.caFile, GATEWAY_POLL_INTERVAL_MS: '1000' }),
+    gatewayEnv: () => ({ NODE_EXTRA_CA_CERTS: suite.mail.caFile, ...fast }),
     async imap(user: string) {
       const client = await openImap(suite.mail.info(), user);
       clients.push(client);
@@ -36,7 +43,7 @@ export function endToEndSuite(gatewayId: string): Suite {
     },
   } as unknown as Suite;
   beforeAll(async () => {
-    Object.assign(suite, await startEndToEnd(gatewayId, { GATEWAY_POLL_INTERVAL_MS: '1000' }));
+    Object.assign(suite, await startEndToEnd(gatewayId, fast));
   }, 120_000);
   afterEach((ctx) => dumpLogsOnFailure(ctx, suite.service));
   afterAll(async () => {

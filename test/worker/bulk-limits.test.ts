@@ -81,14 +81,16 @@ describe('emptying a Trash of 5,000 messages', () => {
     }
     expect(await countOf('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?', id)).toBe(total);
 
-    // Empty Trash: one expunge of every UID, then the orphans go once their grace ran out.
+    // Empty Trash: one expunge of every UID, then the orphans go once every folder was read since.
     const uids = Array.from({ length: total }, (_, k) => k + 1);
     await invocation(meter, async () => {
       await stub.applyChanges('gw-1', [{ type: 'vanished', path: 'Trash', uidvalidity: 1, uids }]);
     });
-    await env.DB.prepare('UPDATE emails SET orphaned_at_ms = orphaned_at_ms - 3600000 WHERE account_id = ?')
-      .bind(id)
-      .run();
+    const { mark } = await stub.orphanState();
+    const folders = (await stub.cursors()).map((c) => ({ path: c.path, uidvalidity: c.uidvalidity, started: mark }));
+    await invocation(meter, async () => {
+      await stub.applyChanges('gw-1', [{ type: 'passed', listed: mark, folders }]);
+    });
     const alarms = await drainAlarms(stub, meter);
 
     expect(await countOf('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?', id)).toBe(0);

@@ -25,7 +25,7 @@ async function accountWithInitialSync() {
   const apply = async (...changes: Change[]) => {
     const result = await account.stub.applyChanges('gw-1', changes);
     expect(result.ok).toBe(true);
-    return result.ok ? result.value : [];
+    return result.ok ? result.value.cursors : [];
   };
   return { ...account, since, apply };
 }

@@ -8,19 +8,27 @@ import { runInDurableObject } from 'cloudflare:test';
 import type { Env } from '../../worker/env.ts';
 
 /** Cloudflare's limits per invocation: D1 queries (paid plan; 50 on free) and subrequests (free plan). */
-export const LIMITS = { d1: 1000, subrequests: 50 } as const;
+export const LIMITS = { d1: 1000, subrequests: 50, params: 100, valueBytes: 2_000_000 } as const;
 
 export interface Meter {
   d1: number;
   subrequests: number;
   /** The largest counts one invocation reached. */
   max: { d1: number; subrequests: number };
+  /** The most parameters one statement bound, and the largest value bound (UTF-8 bytes of a string). */
+  bound: { params: number; valueBytes: number };
   invocations: number;
 }
 
 function countStatement(statement: D1PreparedStatement, meter: Meter): D1PreparedStatement {
   const bind = statement.bind.bind(statement);
-  statement.bind = (...values: unknown[]) => countStatement(bind(...values), meter);
+  statement.bind = (...values: unknown[]) => {
+    meter.bound.params = Math.max(meter.bound.params, values.length);
+    for (const value of values)
+      if (typeof value === 'string')
+        meter.bound.valueBytes = Math.max(meter.bound.valueBytes, new TextEncoder().encode(value).length);
+    return countStatement(bind(...values), meter);
+  };
   for (const method of ['run', 'all', 'first', 'raw'] as const) {
     const original = (statement[method] as (...a: unknown[]) => unknown).bind(statement);
     (statement as unknown as Record<string, unknown>)[method] = (...args: unknown[]) => {
@@ -96,7 +104,7 @@ function countingObjects(namespace: DurableObjectNamespace, onCall: () => void):
 }
 
 export function newMeter(): Meter {
-  return { d1: 0, subrequests: 0, max: { d1: 0, subrequests: 0 }, invocations: 0 };
+  return { d1: 0, subrequests: 0, max: { d1: 0, subrequests: 0 }, bound: { params: 0, valueBytes: 0 }, invocations: 0 };
 }
 
 /** Swaps the object's env for a metered one (the instance keeps it until it is evicted). */

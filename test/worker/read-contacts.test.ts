@@ -1,5 +1,5 @@
 // GET /contacts: the people an account emails with, counted as mail arrives and leaves.
-import { endOrphanGrace } from './sync-helpers.ts';
+import { readEveryFolder } from './sync-helpers.ts';
 import { describe, expect, it } from 'vitest';
 import { api, expectError } from './helpers.ts';
 import { minute, readAccount, type Mail } from './read-helpers.ts';
@@ -76,7 +76,7 @@ describe('GET /contacts', () => {
     await a.stub.applyChanges(a.gateway, [
       { type: 'vanished', path: 'INBOX', uidvalidity: 1, uids: gone.map((g) => g.uid) },
     ]);
-    await endOrphanGrace(a.stub);
+    await readEveryFolder(a.stub);
     const after = new Map<string, { count: number; last: number }>();
     for (let i = 0; i < 27; i++) {
       const bump = (address: string) => {
@@ -97,7 +97,7 @@ describe('GET /contacts', () => {
     await a.deliver('INBOX', { subject: 'only one', from: 'Once <once@example.test>', to: a.email });
     expect((await contacts(`account_id=${a.id}`)).data.map((c: any) => c.identifier)).toEqual(['once@example.test']);
     await a.stub.applyChanges(a.gateway, [{ type: 'vanished', path: 'INBOX', uidvalidity: 1, uids: [1] }]);
-    await endOrphanGrace(a.stub);
+    await readEveryFolder(a.stub);
     expect((await contacts(`account_id=${a.id}`)).data).toEqual([]);
   });
 

@@ -6,7 +6,7 @@ import { buildEmailQuery, type EmailListQuery } from '../../worker/emails/query.
 import { encodeCursor } from '../../worker/lib/paging.ts';
 import { api, expectError } from './helpers.ts';
 import { listEmails, minute, readAccount, subjects } from './read-helpers.ts';
-import { rawMessage, endOrphanGrace } from './sync-helpers.ts';
+import { rawMessage, readEveryFolder } from './sync-helpers.ts';
 
 const sorted = (list: { data: any[] }) => subjects(list).sort();
 
@@ -271,7 +271,7 @@ describe('GET /emails?q= full-text search', () => {
     expect(subjects(await listEmails(`account_id=${a.id}&q=xylophone`))).toEqual(['ephemeral xylophone']);
     const before = (await env.DB.prepare('SELECT COUNT(*) AS n FROM emails_fts').first<{ n: number }>())!.n;
     await a.stub.applyChanges(a.gateway, [{ type: 'vanished', path: 'INBOX', uidvalidity: 1, uids: [1] }]);
-    await endOrphanGrace(a.stub);
+    await readEveryFolder(a.stub);
     expect((await indexed())?.n).toBe(1);
     expect((await env.DB.prepare('SELECT COUNT(*) AS n FROM emails_fts').first<{ n: number }>())!.n).toBe(before - 1);
 

@@ -5,6 +5,7 @@ import type { FolderInfo, MessageIn } from '../../common/relay.ts';
 import { sealPasswords } from '../../worker/accounts/credentials.ts';
 import { newId } from '../../worker/lib/ids.ts';
 import { accountObject } from '../../worker/durable/account-stub.ts';
+import type { AccountObject } from '../../worker/durable/account-object.ts';
 import { signRequest, GATEWAY_SIGNATURE_HEADER } from '../../common/signing.ts';
 import { exports } from 'cloudflare:workers';
 import { api } from './helpers.ts';
@@ -138,11 +139,17 @@ export async function outbox(accountId: string): Promise<{ type: string; data: a
   return results.map((r) => ({ type: r.type, data: JSON.parse(r.data_json) }));
 }
 
-/** Lets the orphan grace of every email in no folder run out, then runs the account object's alarm. */
-export async function endOrphanGrace(stub: DurableObjectStub): Promise<void> {
-  await env.DB.prepare(
-    'UPDATE emails SET orphaned_at_ms = orphaned_at_ms - 3600000 WHERE orphaned_at_ms IS NOT NULL',
-  ).run();
+/**
+ * What the holding gateway does while emails wait in no folder: a pass over every folder, begun
+ * after they left, reported as `passed`; then the account object's alarm deletes what that covers.
+ */
+export async function readEveryFolder(stub: DurableObjectStub<AccountObject>): Promise<void> {
+  const holder = (await stub.currentLease())?.gateway_id;
+  if (!holder) throw new Error('nobody holds the account');
+  const { mark } = await stub.orphanState();
+  const cursors = await stub.cursors();
+  const folders = cursors.map((c) => ({ path: c.path, uidvalidity: c.uidvalidity, started: mark }));
+  await stub.applyChanges(holder, [{ type: 'passed', listed: mark, folders }]);
   await runDurableObjectAlarm(stub);
 }
 

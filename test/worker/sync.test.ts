@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import type { AccountObject } from '../../worker/durable/account-object.ts';
 import { newId } from '../../worker/lib/ids.ts';
 import { d1Batches } from '../../worker/sync/commit.ts';
+import { isTransient } from '../../worker/sync/run-changes.ts';
 import { api, expectError } from './helpers.ts';
 import {
   createSyncedAccount,
@@ -15,7 +16,7 @@ import {
   outbox,
   rawMessage,
   STANDARD_FOLDERS,
-  endOrphanGrace,
+  readEveryFolder,
 } from './sync-helpers.ts';
 
 describe('applying changes', () => {
@@ -58,7 +59,7 @@ describe('applying changes', () => {
     );
     const batch = [{ type: 'messages' as const, path: 'INBOX', uidvalidity: 1, messages: [old, fresh, withFile] }];
     const applied = await account.stub.applyChanges('gw-1', batch);
-    expect(applied.ok && applied.value.find((c) => c.path === 'INBOX')?.last_uid).toBe(6);
+    expect(applied.ok && applied.value.cursors.find((c) => c.path === 'INBOX')?.last_uid).toBe(6);
     await account.stub.applyChanges('gw-1', batch); // a retried batch changes nothing
 
     const listed = await list(`account_id=${account.id}`);
@@ -166,7 +167,7 @@ describe('applying changes', () => {
     expect((await list(`account_id=${account.id}&folder=ARCHIVE`)).data).toHaveLength(1);
     expect((await list(`account_id=${account.id}&folder=INBOX`)).data).toHaveLength(0);
 
-    // The other order (source vanishes first) is also a move, thanks to the grace period.
+    // The other order (source vanishes first) is also a move: the email waits for evidence.
     await account.stub.applyChanges(account.gateway, [
       { type: 'vanished', path: 'Archive', uidvalidity: 1, uids: [1] },
     ]);
@@ -177,16 +178,83 @@ describe('applying changes', () => {
     now = (await list(`account_id=${account.id}`)).data;
     expect(now).toMatchObject([{ id: email.id, role: 'UNKNOWN' }]);
 
-    // An expunge from the last folder: gone after the grace period, with email.delete.
+    // An expunge from the last folder: gone once every folder was read since, with email.delete.
     await account.stub.applyChanges(account.gateway, [
       { type: 'vanished', path: 'Projects', uidvalidity: 1, uids: [1] },
     ]);
-    await endOrphanGrace(account.stub);
+    await readEveryFolder(account.stub);
     expect((await list(`account_id=${account.id}`)).data).toEqual([]);
     const events = await outbox(account.id);
     expect(events.filter((e) => e.type === 'email.update').length).toBeGreaterThanOrEqual(3);
     expect(events.filter((e) => e.type === 'email.delete').map((e) => e.data.id)).toEqual([email.id]);
     expectError(await api('GET', `/emails/${email.id}`), 404, 'not_found');
+  });
+
+  it('keeps an email in no folder until every folder was read through by a pass begun after it left', async () => {
+    const account = await leased();
+    const raw = rawMessage({ subject: 'waits for evidence' });
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(3, raw)] },
+    ]);
+    const [email] = (await list(`account_id=${account.id}`)).data;
+    const before = await account.stub.orphanState();
+    expect(before.waiting).toBe(false);
+    const left = await account.stub.applyChanges(account.gateway, [
+      { type: 'vanished', path: 'INBOX', uidvalidity: 1, uids: [3] },
+    ]);
+    if (!left.ok) throw new Error('refused');
+    const { mark } = left.value.orphans;
+    expect(left.value.orphans.waiting).toBe(true);
+    expect(mark).toBeGreaterThan(before.mark);
+    const cursors = await account.stub.cursors();
+    const passed = (path: string, started: number, listed = started) => ({
+      type: 'passed' as const,
+      listed,
+      folders: [{ path, uidvalidity: 1, started }],
+    });
+    // Passes begun before the gateway was told the mark prove nothing; nor do passes over only some
+    // folders, nor passes without a listing begun after it left; however long it takes.
+    await account.stub.applyChanges(
+      account.gateway,
+      cursors.map((c) => passed(c.path, before.mark)),
+    );
+    await account.stub.applyChanges(
+      account.gateway,
+      cursors.filter((c) => c.path !== 'Projects/2026').map((c) => passed(c.path, mark, before.mark)),
+    );
+    await account.stub.applyChanges(account.gateway, [passed('Projects/2026', mark, before.mark)]);
+    await runDurableObjectAlarm(account.stub);
+    expect((await list(`account_id=${account.id}`)).data.map((e: any) => e.id)).toEqual([email.id]);
+    // A gateway claiming a mark it was never told is not believed either.
+    await account.stub.applyChanges(account.gateway, [passed('Projects/2026', mark + 1_000_000, before.mark)]);
+    await runDurableObjectAlarm(account.stub);
+    expect((await list(`account_id=${account.id}`)).data).toHaveLength(1);
+
+    // The other side of the move arrives late: same email, one email.update, no delete.
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'Archive', uidvalidity: 1, messages: [messageIn(7, raw)] },
+    ]);
+    expect((await list(`account_id=${account.id}`)).data).toMatchObject([{ id: email.id, role: 'ARCHIVE' }]);
+    await readEveryFolder(account.stub);
+    expect((await account.stub.orphanState()).waiting).toBe(false);
+    expect((await outbox(account.id)).filter((e) => e.type === 'email.delete')).toEqual([]);
+
+    // Left again: deleted once the evidence is complete.
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'vanished', path: 'Archive', uidvalidity: 1, uids: [7] },
+    ]);
+    await account.stub.applyChanges(
+      account.gateway,
+      cursors.map((c) => passed(c.path, mark)),
+    );
+    await runDurableObjectAlarm(account.stub);
+    expect((await list(`account_id=${account.id}`)).data).toHaveLength(1);
+    await readEveryFolder(account.stub);
+    expect((await list(`account_id=${account.id}`)).data).toEqual([]);
+    expect((await outbox(account.id)).filter((e) => e.type === 'email.delete').map((e) => e.data.id)).toEqual([
+      email.id,
+    ]);
+    expect((await account.stub.orphanState()).waiting).toBe(false);
   });
 
   it('makes a move the gateway reports with its expunge ahead one email.update, with the final folders', async () => {
@@ -215,7 +283,7 @@ describe('applying changes', () => {
     expect((await list(`account_id=${account.id}`)).data).toMatchObject([
       { id: email.id, role: 'ARCHIVE', folder_ids: [archive.id] },
     ]);
-    await endOrphanGrace(account.stub);
+    await readEveryFolder(account.stub);
     expect((await outbox(account.id)).filter((e) => e.type === 'email.delete')).toEqual([]);
   });
 
@@ -254,7 +322,7 @@ describe('applying changes', () => {
         },
         { type: 'vanished', path: 'INBOX', uidvalidity: 1, uids: [uid] },
       ]);
-      await endOrphanGrace(account.stub);
+      await readEveryFolder(account.stub);
       const moved = (await emails()).find((e) => e.id === ids[uid - 1]);
       expect(moved?.folder_ids, `the copy of UID ${uid}`).toEqual([folderId(destination)]);
     }
@@ -271,7 +339,7 @@ describe('applying changes', () => {
       },
       { type: 'vanished', path: 'Archive', uidvalidity: 1, uids: [1] },
     ]);
-    await endOrphanGrace(account.stub);
+    await readEveryFolder(account.stub);
     expect((await emails()).find((e) => e.id === ids[1])?.folder_ids).toEqual([folderId('Archive')]);
     expect(await emails()).toHaveLength(2);
     expect((await outbox(account.id)).filter((e) => e.type === 'email.delete' || e.type === 'email.new')).toHaveLength(
@@ -307,6 +375,16 @@ describe('applying changes', () => {
     await account.stub.applyChanges(account.gateway, [change]);
     expect((await list(`account_id=${account.id}`)).data.map((e: any) => e.subject)).toEqual(['staged late']);
     expect(await failures()).toEqual([]);
+  });
+
+  it('tells storage hiccups, retried without counting, from failures the message causes', () => {
+    expect(isTransient(new Error('D1_ERROR: Network connection lost.'))).toBe(true);
+    expect(isTransient(new Error('D1 DB is overloaded. Requests queued for too long.'))).toBe(true);
+    expect(isTransient(new Error('get: We encountered an internal error. Please try again.'))).toBe(true);
+    expect(isTransient(new Error('D1_ERROR: string or blob too big: SQLITE_TOOBIG'))).toBe(false);
+    expect(isTransient(new Error('D1_ERROR: UNIQUE constraint failed: SQLITE_CONSTRAINT'))).toBe(false);
+    expect(isTransient(new Error('the staged source 00ff is missing'))).toBe(false);
+    expect(isTransient(new TypeError("Cannot read properties of undefined (reading 'from')"))).toBe(false);
   });
 
   it('refuses changes from a gateway that does not hold the lease', async () => {

@@ -122,7 +122,9 @@ export async function applyModify(
   accountId: string,
   plan: ModifyPlan,
   result: ModifyResult,
-): Promise<{ email: ReturnType<typeof presentEmailSingle>; events: OutboxEvent[]; orphaned: boolean }> {
+  orphanMark: number,
+  orphaning: () => void,
+): Promise<{ email: ReturnType<typeof presentEmailSingle>; events: OutboxEvent[] }> {
   const db = env.DB;
   const before = await loadEmail(env, plan.emailId, accountId);
   if (!before) throw notFound('Email');
@@ -178,16 +180,17 @@ export async function applyModify(
     row.starred !== before.row.starred ||
     row.role !== before.row.role ||
     folderIds.join() !== [...before.folder_ids].sort().join();
-  if (!changed) return { email: presentEmailSingle(before), events: [], orphaned: false };
+  if (!changed) return { email: presentEmailSingle(before), events: [] };
 
   row.updated_at = isoNow();
   const after: EmailRecord = { ...before, row, folder_ids: folderIds };
   if (folderIds.length === 0) {
     // Removed from every folder (a sent draft): marked like an expunge seen by the sync; the orphan
-    // step deletes it with email.delete (email.draft.delete for a draft) once its grace ran out.
-    statements.push(db.prepare('UPDATE emails SET orphaned_at_ms = ? WHERE id = ?').bind(Date.now(), row.id));
+    // step deletes it with email.delete (email.draft.delete for a draft) once every folder was read since.
+    orphaning();
+    statements.push(db.prepare('UPDATE emails SET orphaned_at_ms = ? WHERE id = ?').bind(orphanMark, row.id));
     await db.batch(statements);
-    return { email: presentEmailSingle(after), events: [], orphaned: true };
+    return { email: presentEmailSingle(after), events: [] };
   }
   const event = newEvent('email.update', accountId, emailEventData(after));
   statements.push(
@@ -197,5 +200,5 @@ export async function applyModify(
     eventStatement(db, event),
   );
   await db.batch(statements);
-  return { email: presentEmailSingle(after), events: [event], orphaned: false };
+  return { email: presentEmailSingle(after), events: [event] };
 }

@@ -13,6 +13,7 @@ import {
   type ChangesSequence,
   type FolderCursor,
   type FolderInfo,
+  type OrphanState,
 } from '../../common/relay.ts';
 import { ACCOUNT_COLUMNS, presentAccount, type AccountRow } from '../accounts/present.ts';
 import { purgeStep } from '../accounts/purge.ts';
@@ -23,7 +24,7 @@ import { releaseStaged } from '../emails/blobs.ts';
 import { ChangeApplier } from '../sync/apply.ts';
 import { writeResult } from '../sync/commit.ts';
 import { InitialSync } from '../sync/initial-sync.ts';
-import { deleteDueOrphans, nextOrphanDue, ORPHAN_GRACE_MS } from '../sync/orphans.ts';
+import { deleteOrphansUpTo, evidenceReach, hasOrphans, ORPHAN_STEP } from '../sync/orphans.ts';
 import { preparedByMessage, type Prepared } from '../sync/prepare.ts';
 import { runChanges } from '../sync/run-changes.ts';
 import type { ChangeResult } from '../sync/state.ts';
@@ -36,6 +37,12 @@ import { AccountStore } from './account-store.ts';
 import { type Admission, SendQueue, type SendRequest } from './send-queue.ts';
 import { STAGED_GRACE_MS, StagedReleases } from './staged-releases.ts';
 import { claimLease, type HolderResult, type Lease } from './lease.ts';
+
+/** What a batch of changes leaves: the cursors, and the state of emails in no folder. */
+export interface AppliedChanges {
+  cursors: FolderCursor[];
+  orphans: OrphanState;
+}
 
 export interface AccountInit {
   account_id: string;
@@ -57,7 +64,7 @@ export class AccountObject extends DurableObject<Env> {
   private tail: Promise<unknown> = Promise.resolve();
   /** Commands (send, mailbox actions) run one after another too, on a chain of their own: a slow send never holds up sync. */
   private commandTail: Promise<unknown> = Promise.resolve();
-  /** Whether this instance has looked for orphans (and staged releases) a crash may have left without an alarm. */
+  /** Whether this instance has looked for orphans and staged releases a crash may have left unrecorded. */
   private orphansChecked = false;
 
   constructor(ctx: DurableObjectState, env: Env) {
@@ -94,6 +101,11 @@ export class AccountObject extends DurableObject<Env> {
   /** For the lease: what the initial sync still has to pull, or undefined. */
   initialSyncPlan() {
     return this.store.loadInitialSync()?.plan();
+  }
+
+  /** What the gateway is told of emails in no folder (common/relay.ts `OrphanState`). */
+  orphanState(): OrphanState {
+    return { mark: this.store.orphanMark(), waiting: this.store.orphansWaiting() ?? false };
   }
 
   cursors(): FolderCursor[] {
@@ -222,51 +234,68 @@ export class AccountObject extends DurableObject<Env> {
     changes: Change[],
     sequence?: ChangesSequence,
     prepared?: Prepared,
-  ): Promise<HolderResult<FolderCursor[]> | { ok: false; out_of_order: string }> {
+  ): Promise<HolderResult<AppliedChanges> | { ok: false; out_of_order: string }> {
     if (sequence) await this.order.waitForTurn(sequence);
     return this.serialize(async () => {
       const problem = this.leaseProblem(gatewayId);
       if (problem) return { ok: false, lease_lost: problem };
       const turn = sequence ? this.order.turn(sequence) : 'apply';
-      if (turn === 'applied') return { ok: true, value: this.cursors() };
+      if (turn === 'applied') return { ok: true, value: this.applied() };
       if (turn === 'refused') return { ok: false, out_of_order: `batch ${sequence!.n} came out of order` };
       const context = this.accountContext();
       if (!this.orphansChecked) {
         this.orphansChecked = true;
-        for (const due of [await nextOrphanDue(this.env, context.accountId), this.staged.next()])
-          if (due !== null) await this.alarmAt(due);
+        this.store.setOrphansWaiting(await hasOrphans(this.env, context.accountId));
+        const due = this.staged.next();
+        if (due !== null) await this.alarmAt(due);
       }
       const stats = newStats();
       const env = countingEnv(this.env, stats);
       const applier = new ChangeApplier(env, context, this.store.loadCursors(), this.store.loadInitialSync(), stats);
       applier.state.prepared = preparedByMessage(changes, prepared);
+      applier.state.orphanMark = this.store.nextOrphanMark();
+      applier.state.listedMark = this.store.listedMark();
       const start = performance.now();
       await applier.loadFolders();
       await runChanges(
         {
           applier,
           store: this.store,
-          commit: (result) => this.commit(result, env, stats),
+          commit: (result) => this.commit(result, env, stats, applier.state.orphanMark),
           skipped: (where, reason) => this.recordSkipped(context.accountId, where, reason),
         },
         changes,
       );
       if (sequence) this.order.applied(sequence);
+      this.store.setListedMark(applier.state.listedMark);
+      // New evidence: the orphans it covers are deleted in the alarm (an invocation of its own).
+      if (this.store.orphansWaiting() && changes.some((c) => c.type === 'passed')) await this.alarmAt(Date.now());
       stats.applyMs = performance.now() - start;
       if (stats.messages) logStats(stats);
-      return { ok: true, value: this.cursors() };
+      return { ok: true, value: this.applied() };
     });
+  }
+
+  private applied(): AppliedChanges {
+    return { cursors: this.cursors(), orphans: this.orphanState() };
   }
 
   /**
    * Staged sources the change did not use are recorded first (deleted later: another change may
    * name them), then R2 and D1 (sync/commit.ts), the orphan alarm, and the events go to the queue.
    */
-  private async commit(result: ChangeResult, env: Env = this.env, stats?: SyncStats): Promise<void> {
+  private async commit(result: ChangeResult, env: Env = this.env, stats?: SyncStats, orphanMark = 0): Promise<void> {
     if (result.unusedStaged.length) await this.deferStaged(result.unusedStaged);
+    // Recorded before the rows: the gateway must never be told a mark below one an email carries.
+    if (result.orphans.length) this.orphaned(orphanMark);
     await writeResult(env, result, stats);
-    if (result.orphans.length) await this.alarmAt(Date.now() + ORPHAN_GRACE_MS);
     this.dispatch(result.events);
+  }
+
+  /** Emails were (or are about to be) marked with `mark`: they wait for evidence. */
+  private orphaned(mark: number): void {
+    this.store.setOrphanMark(mark);
+    this.store.setOrphansWaiting(true);
   }
 
   private async deferStaged(keys: string[]): Promise<void> {
@@ -291,8 +320,8 @@ export class AccountObject extends DurableObject<Env> {
   }
 
   /**
-   * A bounded step per alarm: of a removed account's purge, else of the orphans whose grace ran out
-   * (found in D1), deleted with email.delete, and of the staged sources whose grace ran out.
+   * A bounded step per alarm: of a removed account's purge, else of the orphans the evidence covers
+   * (sync/orphans.ts), deleted with email.delete, and of the staged sources whose grace ran out.
    */
   override async alarm(): Promise<void> {
     await this.serialize(async () => {
@@ -300,13 +329,20 @@ export class AccountObject extends DurableObject<Env> {
       if (!accountId) return;
       if (this.store.meta('removed') === '1') return this.purgeStep(accountId);
       const now = Date.now();
-      this.dispatch(await deleteDueOrphans(this.env, accountId, now, (keys) => this.staged.defer(keys, now)));
+      let more = false;
+      if (this.store.orphansWaiting()) {
+        const reach = evidenceReach(this.store.loadCursors().values(), this.store.listedMark());
+        const deleted = await deleteOrphansUpTo(this.env, accountId, reach, (keys) => this.staged.defer(keys, now));
+        this.dispatch(deleted);
+        more = deleted.length >= ORPHAN_STEP;
+        if (!more) this.store.setOrphansWaiting(await hasOrphans(this.env, accountId));
+      }
       const releases = this.staged.due(now);
       if (releases.length) {
         await releaseStaged(this.env, releases);
         this.staged.done(releases.map((r) => r.key));
       }
-      const next = [await nextOrphanDue(this.env, accountId), this.staged.next()].filter((t) => t !== null);
+      const next = [more ? now : null, this.staged.next()].filter((t) => t !== null);
       if (next.length) await this.ctx.storage.setAlarm(Math.max(Math.min(...next), Date.now()));
     });
   }
@@ -372,8 +408,12 @@ export class AccountObject extends DurableObject<Env> {
             ),
           )
         : { uids: [] };
-      const { email, events, orphaned } = await this.serialize(() => applyModify(this.env, accountId, plan, result));
-      if (orphaned) await this.alarmAt(Date.now() + ORPHAN_GRACE_MS);
+      const { email, events } = await this.serialize(async () => {
+        const mark = this.store.nextOrphanMark();
+        // Marked before the rows are written (see `commit`); cleared by the next alarm if nothing was left.
+        const applied = await applyModify(this.env, accountId, plan, result, mark, () => this.orphaned(mark));
+        return applied;
+      });
       this.dispatch(events);
       return email;
     });

@@ -56,6 +56,8 @@ export class AccountStore {
     const columns = this.sql.exec<{ name: string }>('PRAGMA table_info(folder_cursors)').toArray();
     if (!columns.some((c) => c.name === 'missing'))
       this.sql.exec('ALTER TABLE folder_cursors ADD COLUMN missing INTEGER NOT NULL DEFAULT 0');
+    if (!columns.some((c) => c.name === 'passed'))
+      this.sql.exec('ALTER TABLE folder_cursors ADD COLUMN passed INTEGER NOT NULL DEFAULT 0');
   }
 
   /** Forget everything (a new connect of the account). */
@@ -113,6 +115,7 @@ export class AccountStore {
         highest_modseq: string | null;
         resync: number;
         missing: number;
+        passed: number;
       }>('SELECT * FROM folder_cursors')
       .toArray();
     return new Map(rows.map((r) => [r.path, { ...r, resync: r.resync === 1 }]));
@@ -123,16 +126,56 @@ export class AccountStore {
       this.sql.exec('DELETE FROM folder_cursors');
       for (const c of cursors.values()) {
         this.sql.exec(
-          'INSERT INTO folder_cursors (path, uidvalidity, last_uid, highest_modseq, resync, missing) VALUES (?, ?, ?, ?, ?, ?)',
+          'INSERT INTO folder_cursors (path, uidvalidity, last_uid, highest_modseq, resync, missing, passed) VALUES (?, ?, ?, ?, ?, ?, ?)',
           c.path,
           c.uidvalidity,
           c.last_uid,
           c.highest_modseq,
           c.resync ? 1 : 0,
           c.missing,
+          c.passed,
         );
       }
     });
+  }
+
+  // ------------------------------------------------------------------ orphans (worker/sync/orphans.ts)
+
+  /** The mark of the latest batch that left emails in no folder (set on first use above every earlier mark). */
+  orphanMark(): number {
+    const stored = this.meta('orphan_mark');
+    if (stored !== null) return Number(stored);
+    // Emails marked before marks were kept carry the time they left: every one is below now.
+    const now = Date.now();
+    this.setMeta('orphan_mark', String(now));
+    return now;
+  }
+
+  /** The mark for the next batch: above every mark told so far. */
+  nextOrphanMark(): number {
+    return Math.max(Date.now(), this.orphanMark() + 1);
+  }
+
+  setOrphanMark(mark: number): void {
+    if (mark > this.orphanMark()) this.setMeta('orphan_mark', String(mark));
+  }
+
+  listedMark(): number {
+    return Number(this.meta('listed_mark') ?? 0);
+  }
+
+  setListedMark(mark: number): void {
+    if (mark > this.listedMark()) this.setMeta('listed_mark', String(mark));
+  }
+
+  /** Whether some email of the account is in no folder (null: not known yet to this object). */
+  orphansWaiting(): boolean | null {
+    const value = this.meta('orphans_waiting');
+    return value === null ? null : value === '1';
+  }
+
+  setOrphansWaiting(waiting: boolean): void {
+    this.setMeta('orphans_waiting', waiting ? '1' : '0');
   }
 
   // ------------------------------------------------------------------ initial sync (worker/sync/initial-sync.ts)

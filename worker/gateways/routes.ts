@@ -13,7 +13,6 @@ import {
   ReleaseRequest,
   SendOutcome,
   StatusRequest,
-  type FolderCursor,
   type LeaseResponse,
   type MailboxConfig,
 } from '../../common/relay.ts';
@@ -29,6 +28,7 @@ import { parseOrThrow } from '../lib/validation.ts';
 import { OUTGOING_NAME, outgoingBlobKey, settleOutgoing } from '../send/outgoing.ts';
 import { blobKeys } from '../emails/store.ts';
 import { accountObject } from '../durable/account-stub.ts';
+import type { AppliedChanges } from '../durable/account-object.ts';
 import { prepareChanges } from '../sync/prepare.ts';
 import { gatewayObject } from '../durable/gateway-stub.ts';
 
@@ -167,6 +167,7 @@ export const gatewayRoutes = new Hono<AppEnv>()
       cursors: await stub.cursors(),
       lease_ttl_ms: leaseTtlMs(c.env),
       initial_sync: await stub.initialSyncPlan(),
+      orphans: await stub.orphanState(),
     };
     return c.json(response);
   })
@@ -178,9 +179,9 @@ export const gatewayRoutes = new Hono<AppEnv>()
     const { changes, prepared } = await prepareChanges(request.changes);
     const stub = accountObject(c.env, accountId);
     const result = (await stub.applyChanges(request.gateway_id, changes, request.sequence, prepared)) as
-      | HolderResult<FolderCursor[]>
+      | HolderResult<AppliedChanges>
       | { ok: false; out_of_order: string };
-    if (result.ok) return c.json({ cursors: result.value });
+    if (result.ok) return c.json({ cursors: result.value.cursors, orphans: result.value.orphans });
     if ('out_of_order' in result)
       return c.json({ status: 409, type: OUT_OF_ORDER_TYPE, title: 'Out of order', detail: result.out_of_order }, 409);
     return leaseLost(result.lease_lost);

@@ -35,7 +35,16 @@ export class ChangeApplier {
     initialSync: InitialSync | null = null,
     stats?: SyncStats,
   ) {
-    this.state = { env, account, cursors, folders: new Map(), initialSync, ...(stats && { stats }) };
+    this.state = {
+      env,
+      account,
+      cursors,
+      folders: new Map(),
+      initialSync,
+      orphanMark: 0,
+      listedMark: 0,
+      ...(stats && { stats }),
+    };
   }
 
   get cursors(): Map<string, CursorState> {
@@ -73,7 +82,10 @@ export class ChangeApplier {
       case 'vanished':
         return applyVanished(state, change.path, change.uidvalidity, change.uids);
       case 'snapshot':
-        return applySnapshot(state, change.path, change.uidvalidity, change.uids);
+        return applySnapshot(state, change.path, change.uidvalidity, change.uids, {
+          ...(change.from_uid !== undefined && { fromUid: change.from_uid }),
+          ...(change.up_to !== undefined && { upTo: change.up_to }),
+        });
       case 'initial_sync': {
         const result = emptyResult();
         const moved = await state.initialSync?.advance(
@@ -90,7 +102,25 @@ export class ChangeApplier {
       }
       case 'cursor':
         return this.advanceCursor(change);
+      case 'passed':
+        this.recordPass(change);
+        return emptyResult();
     }
+  }
+
+  /**
+   * A pass read the folder through (sync/orphans.ts). A mark is only ever told to the gateway once
+   * stored, and this batch's own mark is above every stored one: `started` never claims more.
+   */
+  private recordPass(change: Extract<Change, { type: 'passed' }>): void {
+    const state = this.state;
+    const told = state.orphanMark - 1;
+    for (const pass of change.folders) {
+      const cursor = state.cursors.get(pass.path);
+      if (cursor && cursor.uidvalidity === pass.uidvalidity)
+        cursor.passed = Math.max(cursor.passed, Math.min(pass.started, told));
+    }
+    state.listedMark = Math.max(state.listedMark, Math.min(change.listed, told));
   }
 
   /**

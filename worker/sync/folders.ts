@@ -146,6 +146,7 @@ async function reconcileCursor(
       highest_modseq: baseline ? info.highest_modseq : null,
       resync: false,
       missing: 0,
+      passed: 0,
     });
     return;
   }
@@ -155,11 +156,12 @@ async function reconcileCursor(
   if (cursor.uidvalidity === 0) {
     // The folder's first successful STATUS: nothing was read under "unknown".
     cursor.uidvalidity = info.uidvalidity;
+    cursor.passed = 0;
     return;
   }
   // The server renumbered the folder: read it again; emails keep their ids (see memberships.ts).
   await markStale(state, state.folders.get(info.path)!, result);
-  Object.assign(cursor, { uidvalidity: info.uidvalidity, last_uid: 0, highest_modseq: null, resync: true });
+  Object.assign(cursor, { uidvalidity: info.uidvalidity, last_uid: 0, highest_modseq: null, resync: true, passed: 0 });
 }
 
 /**

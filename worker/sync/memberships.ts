@@ -13,6 +13,7 @@ import type { EmailRecord, EmailRow } from '../emails/present.ts';
 import { loadEmailRecords } from '../emails/store.ts';
 import { mainRole, type FolderRow } from '../folders/present.ts';
 import { isoNow } from '../lib/time.ts';
+import { chunks } from '../lib/sql.ts';
 import { updateRows } from './bulk.ts';
 import { addEvent, emptyResult, endUnit, type ChangeResult, type SyncState } from './state.ts';
 
@@ -31,20 +32,35 @@ export function target(state: SyncState, path: string, uidvalidity: number) {
   return { folder, cursor };
 }
 
+/**
+ * Ids looked up per statement: one bound JSON value of a few tens of KB, and a result of as many
+ * rows, whatever a change holds (the gateway sends at most MAX_CHANGE_UIDS per change; this keeps
+ * the Worker within D1's limits for any caller).
+ */
+export const LOOKUP_CHUNK = 2_000;
+
 export async function membershipsByUid(
   state: SyncState,
   folderId: string,
   uids: number[],
 ): Promise<Map<number, string>> {
   const out = new Map<number, string>();
-  if (uids.length === 0) return out;
-  const { results } = await state.env.DB.prepare(
-    'SELECT uid, email_id FROM email_folders WHERE folder_id = ? AND uid IN (SELECT value FROM json_each(?))',
-  )
-    .bind(folderId, JSON.stringify([...new Set(uids)]))
-    .all<{ uid: number; email_id: string }>();
-  for (const r of results) out.set(r.uid, r.email_id);
+  for (const r of await copiesByUid(state, folderId, uids)) out.set(r.uid, r.email_id);
   return out;
+}
+
+/** The copies at these UIDs of a folder, with their own flags. */
+async function copiesByUid(state: SyncState, folderId: string, uids: number[]) {
+  const rows: (Membership & { email_id: string })[] = [];
+  for (const part of chunks([...new Set(uids)], LOOKUP_CHUNK)) {
+    const { results } = await state.env.DB.prepare(
+      'SELECT email_id, folder_id, uid, seen, flagged FROM email_folders WHERE folder_id = ? AND uid IN (SELECT value FROM json_each(?))',
+    )
+      .bind(folderId, JSON.stringify(part))
+      .all<Membership & { email_id: string }>();
+    rows.push(...results);
+  }
+  return rows;
 }
 
 /** One copy of an email: its folder, its UID there and its own flags (null: not known). */
@@ -58,13 +74,14 @@ export interface Membership {
 /** For each email, the folders it is in (UID and flags there), in one query. */
 export async function membershipsOf(state: SyncState, emailIds: string[]): Promise<Map<string, Membership[]>> {
   const out = new Map<string, Membership[]>();
-  if (emailIds.length === 0) return out;
-  const { results } = await state.env.DB.prepare(
-    'SELECT email_id, folder_id, uid, seen, flagged FROM email_folders WHERE email_id IN (SELECT value FROM json_each(?))',
-  )
-    .bind(JSON.stringify([...new Set(emailIds)]))
-    .all<Membership & { email_id: string }>();
-  for (const r of results) out.set(r.email_id, [...(out.get(r.email_id) ?? []), r]);
+  for (const part of chunks([...new Set(emailIds)], LOOKUP_CHUNK)) {
+    const { results } = await state.env.DB.prepare(
+      'SELECT email_id, folder_id, uid, seen, flagged FROM email_folders WHERE email_id IN (SELECT value FROM json_each(?))',
+    )
+      .bind(JSON.stringify(part))
+      .all<Membership & { email_id: string }>();
+    for (const r of results) out.set(r.email_id, [...(out.get(r.email_id) ?? []), r]);
+  }
   return out;
 }
 
@@ -77,19 +94,27 @@ export async function applyFlags(
   const result = emptyResult();
   const where = target(state, path, uidvalidity);
   if (!where || updates.length === 0) return result;
-  const byUid = await membershipsByUid(
-    state,
-    where.folder.id,
-    updates.map((u) => u.uid),
+  const byUid = new Map(
+    (
+      await copiesByUid(
+        state,
+        where.folder.id,
+        updates.map((u) => u.uid),
+      )
+    ).map((m) => [m.uid, m]),
   );
   const copies = new Map<string, FlagState>();
   const rows: unknown[][] = [];
   for (const u of updates) {
-    const emailId = byUid.get(u.uid);
-    if (!emailId) continue;
+    const copy = byUid.get(u.uid);
+    if (!copy) continue;
     const flags = flagState(u.flags);
-    copies.set(emailId, flags);
-    rows.push([where.folder.id, u.uid, flags.unread ? 0 : 1, flags.starred ? 1 : 0]);
+    const seen = flags.unread ? 0 : 1;
+    const flagged = flags.starred ? 1 : 0;
+    // A copy whose flags did not change costs nothing (a full re-read of a large folder's flags).
+    if (copy.seen === seen && copy.flagged === flagged) continue;
+    copies.set(copy.email_id, flags);
+    rows.push([where.folder.id, u.uid, seen, flagged]);
   }
   result.statements.push(...copyFlagsStatements(state, rows));
   if (copies.size) await refreshEmails(state, [...copies.keys()], result, { folder: where.folder, copies });
@@ -108,20 +133,24 @@ export async function applyVanished(
   return result;
 }
 
-/** Every UID the folder holds up to the cursor: the known ones not listed vanished. */
+/**
+ * Every UID the folder holds in a range (from `fromUid` up to `upTo`, else up to the cursor): the
+ * known ones not listed vanished. Known UIDs above the range are left alone, however far the cursor is.
+ */
 export async function applySnapshot(
   state: SyncState,
   path: string,
   uidvalidity: number,
   uids: number[],
+  { fromUid = 1, upTo }: { fromUid?: number; upTo?: number } = {},
 ): Promise<ChangeResult> {
   const where = target(state, path, uidvalidity);
   if (!where) return emptyResult();
   const present = new Set(uids);
   const { results } = await state.env.DB.prepare(
-    'SELECT uid FROM email_folders WHERE folder_id = ? AND uid > 0 AND uid <= ?',
+    'SELECT uid FROM email_folders WHERE folder_id = ? AND uid >= ? AND uid <= ?',
   )
-    .bind(where.folder.id, where.cursor.last_uid)
+    .bind(where.folder.id, Math.max(1, fromUid), upTo ?? where.cursor.last_uid)
     .all<{ uid: number }>();
   const gone = results.map((r) => r.uid).filter((uid) => !present.has(uid));
   return applyVanished(state, path, uidvalidity, gone);
@@ -169,26 +198,29 @@ async function detachMatching(state: SyncState, folder: FolderRow, condition: 'u
 
 /**
  * Remove (folder, uid) memberships. Emails still in another folder get email.update; the others
- * are marked orphaned in the same unit of the batch (deleted by the object's alarm after a short
- * grace, unless the other side of a move arrives first).
+ * are marked orphaned with the batch's mark in the same unit (deleted once every folder has been
+ * read since, unless the other side of a move arrives first: sync/orphans.ts).
  */
 export async function detach(state: SyncState, folder: FolderRow, uids: number[], result: ChangeResult): Promise<void> {
   const db = state.env.DB;
   const byUid = await membershipsByUid(state, folder.id, uids);
   if (byUid.size === 0) return;
-  const now = Date.now();
   const emailIds = [...new Set(byUid.values())];
-  result.statements.push(
-    db
-      .prepare('DELETE FROM email_folders WHERE folder_id = ? AND uid IN (SELECT value FROM json_each(?))')
-      .bind(folder.id, JSON.stringify([...byUid.keys()])),
-    db
-      .prepare(
-        `UPDATE emails SET orphaned_at_ms = ? WHERE id IN (SELECT value FROM json_each(?))
-         AND NOT EXISTS (SELECT 1 FROM email_folders WHERE email_id = emails.id)`,
-      )
-      .bind(now, JSON.stringify(emailIds)),
-  );
+  for (const part of chunks([...byUid.keys()], LOOKUP_CHUNK))
+    result.statements.push(
+      db
+        .prepare('DELETE FROM email_folders WHERE folder_id = ? AND uid IN (SELECT value FROM json_each(?))')
+        .bind(folder.id, JSON.stringify(part)),
+    );
+  for (const part of chunks(emailIds, LOOKUP_CHUNK))
+    result.statements.push(
+      db
+        .prepare(
+          `UPDATE emails SET orphaned_at_ms = ? WHERE id IN (SELECT value FROM json_each(?))
+           AND NOT EXISTS (SELECT 1 FROM email_folders WHERE email_id = emails.id)`,
+        )
+        .bind(state.orphanMark, JSON.stringify(part)),
+    );
   const memberships = await membershipsOf(state, emailIds);
   const stillFiled = emailIds.filter((id) => (memberships.get(id) ?? []).some((m) => m.folder_id !== folder.id));
   result.orphans.push(...emailIds.filter((id) => !stillFiled.includes(id)));
@@ -213,6 +245,9 @@ export function combinedFlags(copies: Membership[], current: { unread: number; s
   return { unread: seen ? 0 : 1, starred: flagged ? 1 : 0 };
 }
 
+/** Whole email rows read per statement (rows may carry their body in-row: the result stays a few MB). */
+const REFRESH_CHUNK = 500;
+
 /**
  * Recompute folders, role and flags of emails after a change to their copies in `change.folder`
  * (flags read there, a copy added there, or the copy there removed), write what differs, and emit
@@ -234,11 +269,14 @@ export async function refreshEmails(
 ): Promise<void> {
   const db = state.env.DB;
   if (emailIds.length === 0) return;
-  const { results: rows } = await db
-    .prepare('SELECT * FROM emails WHERE id IN (SELECT value FROM json_each(?))')
-    .bind(JSON.stringify([...new Set(emailIds)]))
-    .all<EmailRow>();
-  const records = await loadEmailRecords(state.env, rows);
+  const records: EmailRecord[] = [];
+  for (const part of chunks([...new Set(emailIds)], REFRESH_CHUNK)) {
+    const { results: rows } = await db
+      .prepare('SELECT * FROM emails WHERE id IN (SELECT value FROM json_each(?))')
+      .bind(JSON.stringify(part))
+      .all<EmailRow>();
+    records.push(...(await loadEmailRecords(state.env, rows)));
+  }
   const memberships = await membershipsOf(state, emailIds);
   const folderById = new Map([...state.folders.values()].map((f) => [f.id, f]));
   const here = change.folder.id;

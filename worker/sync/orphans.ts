@@ -1,9 +1,13 @@
 /**
- * Emails left in no folder. The batch that removes an email's last membership marks it
- * (`emails.orphaned_at_ms`, see memberships.ts `detach`); the arriving side of a move clears the
- * mark. The account's object deletes marked emails whose short grace ran out, from D1 alone, in
- * bounded steps: a crash anywhere leaves the marks, and the next alarm finishes the job. The
- * object runs this on its change chain, so no sync batch can re-file an email in between.
+ * Emails left in no folder are deleted on evidence, not on a timer (common/relay.ts `OrphanState`).
+ * The batch that removes an email's last membership marks it (`emails.orphaned_at_ms` holds the
+ * batch's mark: a number that grows with every such batch, near the time in ms; see memberships.ts
+ * `detach`); the arriving side of a move clears the mark. The gateway reports each pass that read a
+ * folder through with the mark it had been told when the pass began (`passed`). Once every folder
+ * has such a pass at or above an email's mark, the other side of a move would have been relayed:
+ * the account's object deletes it, from D1 alone, in bounded steps on its change chain (so no sync
+ * batch can re-file an email in between). A crash anywhere leaves the marks; the next evidence or
+ * alarm finishes the job.
  */
 import { countDownStatements } from '../contacts/counts.ts';
 import { emailEventData } from '../emails/events.ts';
@@ -13,13 +17,7 @@ import type { Env } from '../env.ts';
 import { eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
 import { releaseBlobs, stagedKeys } from '../emails/blobs.ts';
 import { deleteEmailRows } from '../emails/delete.ts';
-
-/**
- * An email expunged from its last folder waits this long for the other side of a move to arrive.
- * The gateway reports a move's arrival before its expunge; the grace covers what it cannot order
- * (a restart between the two, a destination it could not read yet).
- */
-export const ORPHAN_GRACE_MS = 10_000;
+import type { CursorState } from './state.ts';
 
 /**
  * Emails deleted per step (one alarm): one D1 statement each (its event) plus a few set-based
@@ -28,24 +26,36 @@ export const ORPHAN_GRACE_MS = 10_000;
  */
 export const ORPHAN_STEP = 200;
 
-/** When the next orphan of the account is due, or null when there is none. */
-export async function nextOrphanDue(env: Env, accountId: string): Promise<number | null> {
+/**
+ * How far the evidence reaches: every email marked up to this mark can be waiting for no folder,
+ * because every folder the account has (as known from a listing that began after it left) has been
+ * read through by a pass that began after it left. A folder never read (no UIDVALIDITY: \Noselect,
+ * or STATUS failed) holds no mail to wait for.
+ */
+export function evidenceReach(cursors: Iterable<CursorState>, listedMark: number): number {
+  let reach = listedMark;
+  for (const cursor of cursors) if (cursor.uidvalidity > 0) reach = Math.min(reach, cursor.passed);
+  return reach;
+}
+
+/** Whether the account has an email in no folder. */
+export async function hasOrphans(env: Env, accountId: string): Promise<boolean> {
   const row = await env.DB.prepare(
-    'SELECT MIN(orphaned_at_ms) AS at FROM emails WHERE account_id = ? AND orphaned_at_ms IS NOT NULL',
+    'SELECT 1 AS found FROM emails WHERE account_id = ? AND orphaned_at_ms IS NOT NULL LIMIT 1',
   )
     .bind(accountId)
-    .first<{ at: number | null }>();
-  return row?.at == null ? null : row.at + ORPHAN_GRACE_MS;
+    .first<{ found: number }>();
+  return !!row;
 }
 
 /**
- * Deletes up to one step of the account's due orphans (email.delete or email.draft.delete each, in
- * the batch that deletes the emails). Returns the events written.
+ * Deletes up to one step of the account's orphans marked up to `reach` (email.delete or
+ * email.draft.delete each, in the batch that deletes the emails). Returns the events written.
  */
-export async function deleteDueOrphans(
+export async function deleteOrphansUpTo(
   env: Env,
   accountId: string,
-  now: number,
+  reach: number,
   deferStaged: (keys: string[]) => void,
 ): Promise<OutboxEvent[]> {
   const db = env.DB;
@@ -54,7 +64,7 @@ export async function deleteDueOrphans(
       `SELECT * FROM emails WHERE account_id = ? AND orphaned_at_ms IS NOT NULL AND orphaned_at_ms <= ?
        AND NOT EXISTS (SELECT 1 FROM email_folders WHERE email_id = emails.id) LIMIT ${ORPHAN_STEP}`,
     )
-    .bind(accountId, now - ORPHAN_GRACE_MS)
+    .bind(accountId, reach)
     .all<EmailRow>();
   if (results.length === 0) return [];
   const records = await loadEmailRecords(env, results);

@@ -42,6 +42,8 @@ async function runOne(deps: RunDeps, change: Change): Promise<void> {
       return;
     }
     const message = change.messages[0]!;
+    // A storage hiccup says nothing about the message: the batch is retried, nothing is counted.
+    if (isTransient(err)) throw err;
     const reason = describe(err);
     const now = Date.now();
     const failure = store.recordFailure(change.path, change.uidvalidity, message.uid, reason, now);
@@ -80,6 +82,19 @@ function restore(applier: ChangeApplier, saved: Progress): void {
   };
   put(applier.cursors, saved.cursors);
   if (applier.initialSync && saved.initialSync) put(applier.initialSync.folders, saved.initialSync);
+}
+
+/**
+ * Errors of the platform that pass on their own (D1, R2 or object storage unavailable, overloaded,
+ * reset, timed out), told apart from what the message itself causes (a parse, a row too large, a
+ * constraint: SQLITE_ errors). Only the latter count towards giving a message up.
+ */
+export function isTransient(err: unknown): boolean {
+  const text = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  if (/SQLITE_(TOOBIG|CONSTRAINT|MISMATCH|RANGE|ERROR)/i.test(text)) return false;
+  return /network connection lost|internal error|overloaded|timed? ?out|try again|temporarily|connection reset|unavailable|storage operation|D1_ERROR|D1 DB/i.test(
+    text,
+  );
 }
 
 /** A short, credential-free reason (error messages of D1 and R2 name no secrets). */

@@ -20,6 +20,11 @@ export interface CursorState {
   resync: boolean;
   /** Consecutive folder listings that did not include this folder (deleted only when confirmed). */
   missing: number;
+  /**
+   * The orphan mark at the start of the latest pass that read the folder through under this
+   * UIDVALIDITY (sync/orphans.ts): emails marked up to it cannot be waiting for this folder.
+   */
+  passed: number;
 }
 
 export interface AccountContext {
@@ -40,6 +45,13 @@ export interface SyncState {
   initialSync: InitialSync | null;
   /** What applying costs (logged per batch, summed by the sync bench). */
   stats?: SyncStats;
+  /**
+   * The mark this batch gives the emails it leaves in no folder (sync/orphans.ts): above every mark
+   * the gateway has been told, so no pass it began before can count as evidence for them.
+   */
+  orphanMark: number;
+  /** The mark when the gateway's latest folder listing began (from its `passed` reports). */
+  listedMark: number;
   /** Sources the changes endpoint already parsed (sync/prepare.ts); the others are parsed here. */
   prepared?: WeakMap<MessageIn, PreparedMessage>;
 }

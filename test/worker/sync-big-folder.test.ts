@@ -1,0 +1,128 @@
+// A folder of 100,000 messages, as a gateway without CONDSTORE or QRESYNC reports it: the flags of
+// every message at each session's first pass, a change of every message's flags, and a snapshot with
+// expunges, each in pieces of MAX_CHANGE_UIDS (gateway/pass-tail.ts) applied by the account's object
+// one invocation each, counted against Cloudflare's limits (test/worker/metered.ts): D1 queries,
+// subrequests, bound parameters per statement and bytes per bound value.
+import { env } from 'cloudflare:workers';
+import { describe, expect, it } from 'vitest';
+import { MAX_CHANGE_UIDS } from '../../common/relay-limits.ts';
+import type { Change } from '../../common/relay.ts';
+import { snapshotPieces } from '../../common/relay-pieces.ts';
+import { invocation, LIMITS, meterObject, newMeter, type Meter } from './metered.ts';
+import { createSyncedAccount, messageIn, rawMessage } from './sync-helpers.ts';
+
+const TOTAL = 100_000;
+
+const countOf = async (sql: string, ...params: unknown[]) =>
+  (await env.DB.prepare(sql)
+    .bind(...params)
+    .first<{ n: number }>())!.n;
+
+/** An account whose Archive holds TOTAL synced messages (UIDs 1…TOTAL), all unread. */
+async function bigArchive() {
+  const account = await createSyncedAccount();
+  expect((await account.stub.acquireLease('gw-1')).granted).toBe(true);
+  await account.stub.applyChanges('gw-1', [
+    { type: 'messages', path: 'Archive', uidvalidity: 1, messages: [messageIn(1, rawMessage({ subject: 'big 1' }))] },
+  ]);
+  const seed = await env.DB.prepare('SELECT id FROM emails WHERE account_id = ?')
+    .bind(account.id)
+    .first<{ id: string }>();
+  // The other messages are copies of the first row, written straight into D1 (syncing them one by
+  // one is what test/worker/sync-limits.test.ts measures).
+  const { results: columns } = await env.DB.prepare("SELECT name FROM pragma_table_info('emails')").all<{
+    name: string;
+  }>();
+  const names = columns.map((c) => c.name);
+  const value = (name: string) =>
+    name === 'id'
+      ? "'email_big' || printf('%06d', n.i)"
+      : name === 'identity'
+        ? "identity || '#big' || n.i"
+        : name === 'message_id'
+          ? "'<big-' || n.i || '@remote.test>'"
+          : name;
+  await env.DB.prepare(
+    `WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < ${TOTAL})
+     INSERT INTO emails (${names.join(', ')}) SELECT ${names.map(value).join(', ')} FROM emails, n WHERE emails.id = ?`,
+  )
+    .bind(seed!.id)
+    .run();
+  await env.DB.prepare(
+    `WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < ${TOTAL})
+     INSERT INTO email_folders (email_id, folder_id, account_id, uid, seen, flagged)
+     SELECT 'email_big' || printf('%06d', n.i), folder_id, account_id, n.i, seen, flagged FROM email_folders, n WHERE email_id = ?`,
+  )
+    .bind(seed!.id)
+    .run();
+  await account.stub.applyChanges('gw-1', [
+    { type: 'cursor', path: 'Archive', uidvalidity: 1, last_uid: TOTAL, highest_modseq: null },
+  ]);
+  const meter = newMeter();
+  await meterObject(account.stub, env, meter);
+  return { ...account, meter };
+}
+
+/** Applies each piece as the gateway sends it, a batch (one invocation of the object) each. */
+async function applyPieces(meter: Meter, stub: Awaited<ReturnType<typeof bigArchive>>['stub'], pieces: Change[]) {
+  for (const piece of pieces)
+    await invocation(meter, async () => {
+      const applied = await stub.applyChanges('gw-1', [piece]);
+      expect(applied.ok).toBe(true);
+    });
+}
+
+function withinLimits(meter: Meter, what: string): void {
+  console.log(
+    `${what}: ${meter.invocations} invocations, at most ${meter.max.d1} D1 queries and ${meter.max.subrequests} subrequests in one, ` +
+      `at most ${meter.bound.params} parameters and ${meter.bound.valueBytes} bytes bound to one statement`,
+  );
+  expect(meter.max.d1).toBeLessThanOrEqual(LIMITS.d1);
+  expect(meter.max.subrequests).toBeLessThanOrEqual(LIMITS.subrequests);
+  expect(meter.bound.params).toBeLessThanOrEqual(LIMITS.params);
+  expect(meter.bound.valueBytes).toBeLessThanOrEqual(LIMITS.valueBytes);
+}
+
+const uids = Array.from({ length: TOTAL }, (_, k) => k + 1);
+const flagPieces = (flags: string[]): Change[] => {
+  const pieces: Change[] = [];
+  for (let i = 0; i < TOTAL; i += MAX_CHANGE_UIDS)
+    pieces.push({
+      type: 'flags',
+      path: 'Archive',
+      uidvalidity: 1,
+      updates: uids.slice(i, i + MAX_CHANGE_UIDS).map((uid) => ({ uid, flags })),
+    });
+  return pieces;
+};
+
+describe('a folder of 100,000 messages without CONDSTORE or QRESYNC', () => {
+  it('re-reads every flag, marks every message read, and finds expunges by snapshot, each piece within one invocation', async () => {
+    const { id, stub, meter } = await bigArchive();
+    expect(await countOf('SELECT COUNT(*) AS n FROM email_folders WHERE account_id = ?', id)).toBe(TOTAL);
+
+    // A session's first pass without CONDSTORE: the flags of every message, none changed.
+    await applyPieces(meter, stub, flagPieces([]));
+    withinLimits(meter, 'unchanged flags of 100,000 messages');
+    expect(await countOf("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.update'", id)).toBe(
+      0,
+    );
+
+    // Another client marks everything read: every email changes, one email.update each.
+    await applyPieces(meter, stub, flagPieces(['\\Seen']));
+    withinLimits(meter, 'every message of 100,000 marked read');
+    expect(await countOf('SELECT COUNT(*) AS n FROM emails WHERE account_id = ? AND unread = 1', id)).toBe(0);
+    expect(await countOf("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.update'", id)).toBe(
+      TOTAL,
+    );
+
+    // Every tenth message expunged, found by a snapshot in pieces.
+    const kept = uids.filter((uid) => uid % 10 !== 0);
+    await applyPieces(meter, stub, snapshotPieces('Archive', 1, kept, TOTAL));
+    withinLimits(meter, 'a snapshot of 100,000 messages with 10,000 expunged');
+    expect(await countOf('SELECT COUNT(*) AS n FROM email_folders WHERE account_id = ?', id)).toBe(kept.length);
+    expect(
+      await countOf('SELECT COUNT(*) AS n FROM emails WHERE account_id = ? AND orphaned_at_ms IS NOT NULL', id),
+    ).toBe(TOTAL - kept.length);
+  }, 600_000);
+});

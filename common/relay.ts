@@ -359,6 +359,29 @@ export type ModifyStep = z.infer<typeof ModifyStep>;
 export const ModifyResult = z.object({ uids: z.array(z.number().int().positive().nullable()) });
 export type ModifyResult = z.infer<typeof ModifyResult>;
 
+/**
+ * A folder created, renamed (or moved: `new_path` under another parent; its subfolders follow) or
+ * deleted on the server. Paths are the server's (the Worker joins names with the folder's delimiter).
+ */
+export const FolderAction = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('create'), path: z.string().min(1) }),
+  z.object({ type: z.literal('rename'), path: z.string().min(1), new_path: z.string().min(1) }),
+  z.object({ type: z.literal('delete'), path: z.string().min(1) }),
+]);
+export type FolderAction = z.infer<typeof FolderAction>;
+
+/** After a create or rename: the folder's STATUS at its (new) path, null when the server did not give it; null after a delete. */
+export const FolderActionResult = z.object({
+  status: z
+    .object({
+      uidvalidity: z.number().int().nonnegative(),
+      uidnext: z.number().int().nonnegative(),
+      messages: z.number().int().nonnegative(),
+    })
+    .nullable(),
+});
+export type FolderActionResult = z.infer<typeof FolderActionResult>;
+
 export const GatewayRequest = z.discriminatedUnion('op', [
   /** Log in to IMAP and SMTP with these settings; answer with the folder listing (the connect baseline). */
   z.object({ op: z.literal('verify'), config: MailboxConfig }),
@@ -383,6 +406,8 @@ export const GatewayRequest = z.discriminatedUnion('op', [
   }),
   /** Change messages in the mailbox, steps in order (flags first, then copies, moves, deletions). Answer: ModifyResult. */
   z.object({ op: z.literal('modify'), account_id: z.string(), steps: z.array(ModifyStep).min(1) }),
+  /** Create, rename or delete a folder. Answer: FolderActionResult. */
+  z.object({ op: z.literal('folder'), account_id: z.string(), action: FolderAction }),
 ]);
 export type GatewayRequest = z.infer<typeof GatewayRequest>;
 
@@ -395,6 +420,8 @@ export const GatewayErrorKind = z.enum([
   'provider_error',
   'provider_rejected',
   'not_found',
+  /** The server says the folder name is taken (ALREADYEXISTS). */
+  'already_exists',
   'unexpected_error',
 ]);
 export type GatewayErrorKind = z.infer<typeof GatewayErrorKind>;

@@ -6,6 +6,7 @@
  */
 import { DurableObject } from 'cloudflare:workers';
 import {
+  FolderActionResult,
   ModifyResult,
   OutgoingResult,
   type AccountStatus,
@@ -32,6 +33,7 @@ import { countingEnv, logStats, newStats, type SyncStats } from '../sync/stats.t
 import { ChangeOrder } from '../sync/order.ts';
 import { answerOf, callHolder, COMMAND_BUDGET, sendBudget, type CommandAnswer } from '../commands/holder.ts';
 import { applyModify, planModify, type ModifyWanted } from '../commands/modify.ts';
+import { planFolderAction, recordFolderAction, type FolderRequest } from '../commands/folders.ts';
 import { notFound } from '../lib/errors.ts';
 import { AccountStore } from './account-store.ts';
 import { STAGED_GRACE_MS, StagedReleases } from './staged-releases.ts';
@@ -355,6 +357,36 @@ export class AccountObject extends DurableObject<Env> {
       if (orphaned) await this.alarmAt(Date.now() + ORPHAN_GRACE_MS);
       this.dispatch(events);
       return email;
+    });
+  }
+
+  /**
+   * Create, rename or delete a folder (commands/folders.ts): checked, carried out by the gateway,
+   * then recorded with its event on the change chain before the sync's next listing is applied.
+   */
+  async manageFolder(request: FolderRequest) {
+    return this.command(async () => {
+      const context = this.accountContext();
+      const plan = await planFolderAction(this.env, context.accountId, request);
+      const answer = plan.action
+        ? FolderActionResult.parse(
+            await callHolder(
+              this.env,
+              () => this.currentLease(),
+              { op: 'folder', account_id: context.accountId, action: plan.action },
+              COMMAND_BUDGET.action,
+            ),
+          )
+        : { status: null };
+      return this.serialize(async () => {
+        const applier = new ChangeApplier(this.env, context, this.store.loadCursors(), this.store.loadInitialSync());
+        await applier.loadFolders();
+        const { folder, result } = await recordFolderAction(applier.state, plan, answer);
+        await this.commit(result);
+        this.store.saveCursors(applier.cursors);
+        if (applier.initialSync) this.store.saveInitialSync(applier.initialSync);
+        return folder;
+      });
     });
   }
 

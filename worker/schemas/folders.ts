@@ -42,27 +42,23 @@ const FolderName = z.string().meta({
     "One segment of the path (the server's hierarchy delimiter joins it to its parent): not empty, without the delimiter, `*`, `%` or control characters. Any Unicode (modified UTF-7 on the wire).",
 });
 
-export const CreateFolderBody = z
-  .strictObject({
-    name: FolderName,
-    parent_id: z
-      .string()
-      .nullable()
-      .optional()
-      .meta({ description: 'The folder to create it in; none: at the top level.' }),
-  })
-  .meta({ id: 'CreateFolderRequest' });
+export const CreateFolderBody = z.strictObject({
+  name: FolderName,
+  parent_id: z
+    .string()
+    .nullable()
+    .optional()
+    .meta({ description: 'The folder to create it in; none: at the top level.' }),
+});
 
-export const UpdateFolderBody = z
-  .strictObject({
-    name: FolderName.optional(),
-    parent_id: z
-      .string()
-      .nullable()
-      .optional()
-      .meta({ description: 'Move it into this folder; `null`: to the top level; absent: where it is.' }),
-  })
-  .meta({ id: 'UpdateFolderRequest' });
+export const UpdateFolderBody = z.strictObject({
+  name: FolderName.optional(),
+  parent_id: z
+    .string()
+    .nullable()
+    .optional()
+    .meta({ description: 'Move it into this folder; `null`: to the top level; absent: where it is.' }),
+});
 
 export const FolderDeleted = z
   .strictObject({ object: z.literal('FolderDeleted'), id: idOf('folder') })

@@ -24,7 +24,10 @@ async function messagesIn(client: ImapFlow, path: string): Promise<number> {
 /** Events about folders and emails since `mark`, by type, with the ids they name. */
 function eventIds(accountId: string, mark: number): Record<string, string[]> {
   const out: Record<string, string[]> = {};
-  for (const e of eventsSince(suite.service, accountId, mark)) (out[e.type] ??= []).push(e.data.id);
+  for (const e of eventsSince(suite.service, accountId, mark)) {
+    out[e.type] ??= [];
+    out[e.type]!.push(e.data.id);
+  }
   return out;
 }
 

@@ -38,13 +38,13 @@ function parentFrom(value: string | null | undefined): string | null | undefined
 }
 
 /** The server refusing the name (a NO) is the request's fault: 400 with the server's reason. */
-function answerOf<T>(answer: CommandAnswer<T>): T {
+function folderAnswer<T>(answer: CommandAnswer<T>): T {
   if (!answer.ok && answer.kind === 'provider_rejected') throw new ApiError('invalid_parameters', answer.detail);
   return unwrap(answer);
 }
 
 async function manage(c: Context<AppEnv>, accountId: string, request: FolderRequest) {
-  return answerOf(await accountObject(c.env, accountId).manageFolder(request));
+  return folderAnswer(await accountObject(c.env, accountId).manageFolder(request));
 }
 
 export const folderActions = new Hono<AppEnv>()

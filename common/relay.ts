@@ -370,8 +370,12 @@ export const FolderAction = z.discriminatedUnion('type', [
 ]);
 export type FolderAction = z.infer<typeof FolderAction>;
 
-/** After a create or rename: the folder's STATUS at its (new) path, null when the server did not give it; null after a delete. */
+/**
+ * After a create or rename: the path the folder now has (the server's namespace prefix may have been
+ * added) and its STATUS there, null when the server did not give it. After a delete: both null.
+ */
 export const FolderActionResult = z.object({
+  path: z.string().nullable(),
   status: z
     .object({
       uidvalidity: z.number().int().nonnegative(),

@@ -16,14 +16,17 @@ export async function runFolderAction(client: ImapFlow, action: FolderAction): P
       case 'create': {
         const created = await client.mailboxCreate(action.path);
         if (created && created.created === false) throw taken(action.path);
-        return { status: await statusOf(client, action.path) };
+        const path = created?.path ?? action.path;
+        return { path, status: await statusOf(client, path) };
       }
-      case 'rename':
-        await client.mailboxRename(action.path, action.new_path);
-        return { status: await statusOf(client, action.new_path) };
+      case 'rename': {
+        const renamed = await client.mailboxRename(action.path, action.new_path);
+        const path = renamed?.newPath ?? action.new_path;
+        return { path, status: await statusOf(client, path) };
+      }
       case 'delete':
         await client.mailboxDelete(action.path);
-        return { status: null };
+        return { path: null, status: null };
     }
   } catch (err) {
     const code = (err as { serverResponseCode?: string }).serverResponseCode;

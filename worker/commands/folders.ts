@@ -7,7 +7,7 @@
  */
 import type { FolderAction, FolderActionResult } from '../../common/relay.ts';
 import type { Env } from '../env.ts';
-import { folderName, presentFolder, type FolderRow } from '../folders/present.ts';
+import { folderName, parentPath, presentFolder, type FolderRow } from '../folders/present.ts';
 import { ApiError, notFound } from '../lib/errors.ts';
 import { newId } from '../lib/ids.ts';
 import { isoNow } from '../lib/time.ts';
@@ -25,9 +25,7 @@ export interface FolderPlan {
   /** Null: nothing to do on the server (a rename to the name it has). */
   action: FolderAction | null;
   folder: FolderRow | null;
-  /** Create or rename: the name, parent and delimiter the folder will have. */
-  name: string;
-  parent_id: string | null;
+  /** The hierarchy delimiter of the folder's (new) path. */
   delimiter: string | null;
 }
 
@@ -48,13 +46,7 @@ export async function planFolderAction(env: Env, accountId: string, request: Fol
     const delimiter = folder!.delimiter;
     if (delimiter && folders.some((f) => f.provider_id.startsWith(folder!.provider_id + delimiter)))
       throw new ApiError('invalid_parameters', `${folder!.provider_id} has subfolders: delete them first.`);
-    return {
-      action: { type: 'delete', path: folder!.provider_id },
-      folder,
-      name: folder!.name,
-      parent_id: null,
-      delimiter,
-    };
+    return { action: { type: 'delete', path: folder!.provider_id }, folder, delimiter };
   }
 
   const parentId = request.parent_id === undefined ? (folder?.parent_id ?? null) : request.parent_id;
@@ -66,15 +58,14 @@ export async function planFolderAction(env: Env, accountId: string, request: Fol
   const name = request.name ?? folder!.name;
   checkName(name, delimiter);
   const path = parent ? `${parent.provider_id}${delimiter ?? ''}${name}` : name;
-  if (folder && path === folder.provider_id)
-    return { action: null, folder, name, parent_id: parentId, delimiter: folder.delimiter };
+  if (folder && path === folder.provider_id) return { action: null, folder, delimiter: folder.delimiter };
   const taken = (p: string) => p === path || (p.toUpperCase() === 'INBOX' && path.toUpperCase() === 'INBOX');
   if (folders.some((f) => taken(f.provider_id)))
     throw new ApiError('already_exists', `A folder named ${path} already exists.`);
   const action: FolderAction = folder
     ? { type: 'rename', path: folder.provider_id, new_path: path }
     : { type: 'create', path };
-  return { action, folder, name, parent_id: parentId, delimiter };
+  return { action, folder, delimiter };
 }
 
 function refuseRole(folder: FolderRow, what: string): void {
@@ -128,10 +119,11 @@ export async function recordFolderAction(
   const action = plan.action;
   if (!action) return { folder: presentFolder(plan.folder!), result };
   switch (action.type) {
+    // The path the server reports: it may have put the server's namespace prefix in front.
     case 'create':
-      return { folder: recordCreate(state, plan, action.path, answer, result), result };
+      return { folder: recordCreate(state, plan, answer.path ?? action.path, answer, result), result };
     case 'rename':
-      return { folder: recordRename(state, plan, action.path, action.new_path, result), result };
+      return { folder: recordRename(state, plan, action.path, answer.path ?? action.new_path, result), result };
     case 'delete': {
       const folder = state.folders.get(action.path);
       // Gone already: the sync's listing saw the deletion first and reported it.
@@ -159,9 +151,9 @@ function recordCreate(
     id: newId('folder'),
     account_id: state.account.accountId,
     provider_id: path,
-    name: plan.name,
+    name: folderName(path, plan.delimiter),
     role: 'UNKNOWN',
-    parent_id: plan.parent_id,
+    parent_id: parentIdOf(state, path, plan.delimiter),
     delimiter: plan.delimiter,
     total_count: answer.status?.messages ?? 0,
   };
@@ -186,6 +178,12 @@ function recordCreate(
   return presentFolder(row);
 }
 
+/** The parent's id as the sync derives it from the path (sync/folders.ts), so its next listing agrees. */
+function parentIdOf(state: SyncState, path: string, delimiter: string | null): string | null {
+  const parent = parentPath(path, delimiter);
+  return parent ? (state.folders.get(parent)?.id ?? null) : null;
+}
+
 /** The folder and its subfolders (which the server renamed with it) move to their new paths, ids kept. */
 function recordRename(state: SyncState, plan: FolderPlan, from: string, to: string, result: ChangeResult): Folder {
   const folder = [...state.folders.values()].find((f) => f.id === plan.folder!.id);
@@ -206,7 +204,7 @@ function recordRename(state: SyncState, plan: FolderPlan, from: string, to: stri
   }
   moveFolder(state, folder.provider_id, { path: to, delimiter });
   folder.name = folderName(to, delimiter);
-  folder.parent_id = plan.parent_id;
+  folder.parent_id = parentIdOf(state, to, delimiter);
   result.statements.push(
     db
       .prepare('UPDATE folders SET provider_id = ?, name = ?, parent_id = ?, updated_at = ? WHERE id = ?')

@@ -377,7 +377,7 @@ export class AccountObject extends DurableObject<Env> {
               COMMAND_BUDGET.action,
             ),
           )
-        : { status: null };
+        : { path: null, status: null };
       return this.serialize(async () => {
         const applier = new ChangeApplier(this.env, context, this.store.loadCursors(), this.store.loadInitialSync());
         await applier.loadFolders();

@@ -116,7 +116,12 @@ describe('folders through the API', () => {
     expect((await serverFolders(client)).map((f) => f.path)).not.toContain('Projets');
     await severalPolls();
     const deleteEvents = eventIds(alice.id, deleteMark);
-    expect(deleteEvents['email.folder.delete']?.sort()).toEqual([child.body.id, top.body.id].sort());
+    const folderEvents = eventsSince(service, alice.id, start)
+      .filter((e) => e.type.startsWith('email.folder.'))
+      .map((e) => `${e.type} ${e.data.id} ${e.data.provider_id}`);
+    expect(deleteEvents['email.folder.delete']?.sort(), folderEvents.join('\n')).toEqual(
+      [child.body.id, top.body.id].sort(),
+    );
     expect(deleteEvents['email.delete']?.sort()).toEqual(gone);
     expect(deleteEvents['email.update']).toEqual([kept]);
     const survivor = await service.api('GET', `/emails/${kept}`);

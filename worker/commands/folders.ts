@@ -213,3 +213,36 @@ function recordRename(state: SyncState, plan: FolderPlan, from: string, to: stri
   addEvent(state, result, 'email.folder.update', presentFolder(folder));
   return presentFolder(folder);
 }
+
+/** How long a listing may still show a path the API renamed or deleted (one taken before the change, still on its way). */
+const DEPARTED_WINDOW_MS = 30_000;
+
+/**
+ * Paths the API's renames and deletions took away, for a short while: a folder listing the gateway
+ * took before the change but that is applied after it still shows them, and would bring the folder
+ * back as a new one. Such paths are left out of listings until the window ends.
+ */
+export class DepartedPaths {
+  #until = new Map<string, number>();
+
+  add(paths: string[], now = Date.now()): void {
+    for (const path of paths) this.#until.set(path, now + DEPARTED_WINDOW_MS);
+  }
+
+  /** The changes with departed paths left out of their folder listings. */
+  filter<C extends { type: string; folders?: { path: string }[] }>(changes: C[], now = Date.now()): C[] {
+    for (const [path, until] of this.#until) if (until <= now) this.#until.delete(path);
+    if (this.#until.size === 0) return changes;
+    return changes.map((c) =>
+      c.type === 'folders' && c.folders ? { ...c, folders: c.folders.filter((f) => !this.#until.has(f.path)) } : c,
+    );
+  }
+}
+
+/** The paths a planned rename or deletion takes away: the folder's and its subfolders'. */
+export function pathsLeaving(plan: FolderPlan, folders: Iterable<string>): string[] {
+  const action = plan.action;
+  if (!action || action.type === 'create') return [];
+  const delimiter = plan.folder?.delimiter;
+  return [action.path, ...(delimiter ? [...folders].filter((p) => p.startsWith(action.path + delimiter)) : [])];
+}

@@ -33,7 +33,13 @@ import { countingEnv, logStats, newStats, type SyncStats } from '../sync/stats.t
 import { ChangeOrder } from '../sync/order.ts';
 import { answerOf, callHolder, COMMAND_BUDGET, sendBudget, type CommandAnswer } from '../commands/holder.ts';
 import { applyModify, planModify, type ModifyWanted } from '../commands/modify.ts';
-import { planFolderAction, recordFolderAction, type FolderRequest } from '../commands/folders.ts';
+import {
+  DepartedPaths,
+  pathsLeaving,
+  planFolderAction,
+  recordFolderAction,
+  type FolderRequest,
+} from '../commands/folders.ts';
 import { notFound } from '../lib/errors.ts';
 import { AccountStore } from './account-store.ts';
 import { STAGED_GRACE_MS, StagedReleases } from './staged-releases.ts';
@@ -58,6 +64,8 @@ export class AccountObject extends DurableObject<Env> {
   private tail: Promise<unknown> = Promise.resolve();
   /** Commands (send, mailbox actions) run one after another too, on a chain of their own: a slow send never holds up sync. */
   private commandTail: Promise<unknown> = Promise.resolve();
+  /** Paths the API's folder renames and deletions took away (left out of listings taken before). */
+  private readonly departed = new DepartedPaths();
   /** Whether this instance has looked for orphans (and staged releases) a crash may have left without an alarm. */
   private orphansChecked = false;
 
@@ -248,7 +256,7 @@ export class AccountObject extends DurableObject<Env> {
           commit: (result) => this.commit(result, env, stats),
           skipped: (where, reason) => this.recordSkipped(context.accountId, where, reason),
         },
-        changes,
+        this.departed.filter(changes),
       );
       if (sequence) this.order.applied(sequence);
       stats.applyMs = performance.now() - start;
@@ -381,6 +389,7 @@ export class AccountObject extends DurableObject<Env> {
       return this.serialize(async () => {
         const applier = new ChangeApplier(this.env, context, this.store.loadCursors(), this.store.loadInitialSync());
         await applier.loadFolders();
+        this.departed.add(pathsLeaving(plan, applier.state.folders.keys()));
         const { folder, result } = await recordFolderAction(applier.state, plan, answer);
         await this.commit(result);
         this.store.saveCursors(applier.cursors);

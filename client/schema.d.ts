@@ -129,8 +129,36 @@ export interface paths {
         };
         /** Get a folder */
         get: operations["getFolder"];
-        put?: never;
+        /**
+         * Rename or move a folder
+         * @description Renamed on the mail server (its subfolders move with it); the folder keeps its `fld_` id and its emails keep theirs. `email.folder.update` follows once, with no email events. INBOX and folders with a role cannot be renamed (400).
+         */
+        put: operations["updateFolder"];
         post?: never;
+        /**
+         * Delete a folder
+         * @description Deleted on the mail server with its messages (on Gmail: the label only; the mail stays in All Mail). `email.folder.delete` follows once; an email left in no folder gets `email.delete`, one still in another folder `email.update`. INBOX, folders with a role and folders with subfolders cannot be deleted (400).
+         */
+        delete: operations["deleteFolder"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/{account_id}/folders": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a folder
+         * @description Created on the mail server (under `parent_id`, joined with the server's hierarchy delimiter), then answered with the folder; `email.folder.create` follows once. A name that exists is a 409; a name the server refuses is a 400 with its reason.
+         */
+        post: operations["createFolder"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1142,6 +1170,12 @@ export interface components {
             object: "Folders";
             data: components["schemas"]["Folder"][];
         };
+        FolderDeleted: {
+            /** @constant */
+            object: "FolderDeleted";
+            /** @example fld_01JD8Z6Q3W4E5R6T7Y8V9K0P1A */
+            id: string;
+        };
         /** @description A sender or recipient (list variant). */
         Attendee: {
             /** @example ann@example.com */
@@ -1902,6 +1936,18 @@ export interface components {
                 [key: string]: unknown;
             };
             display_name?: string | null;
+        };
+        CreateFolderRequest: {
+            /** @description One segment of the path (the server's hierarchy delimiter joins it to its parent): not empty, without the delimiter, `*`, `%` or control characters. Any Unicode (modified UTF-7 on the wire). */
+            name: string;
+            /** @description The folder to create it in; none: at the top level. */
+            parent_id?: string | null;
+        };
+        UpdateFolderRequest: {
+            /** @description One segment of the path (the server's hierarchy delimiter joins it to its parent): not empty, without the delimiter, `*`, `%` or control characters. Any Unicode (modified UTF-7 on the wire). */
+            name?: string;
+            /** @description Move it into this folder; `null`: to the top level; absent: where it is. */
+            parent_id?: string | null;
         };
         SendEmailRequest: {
             account_id: string;
@@ -2763,6 +2809,301 @@ export interface operations {
             };
             /** @description `errors/unexpected_error`: Unexpected error */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateFolder: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account (`acc_…`). */
+                account_id: string;
+                /** @description The folder (`fld_…`). */
+                folder_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Projects 2026"
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpdateFolderRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Folder"];
+                };
+            };
+            /** @description `errors/invalid_parameters`: Invalid parameters */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/unauthorized`: Unauthorized; `errors/invalid_credentials`: Invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/not_found`: Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/already_exists`: Already exists */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/payload_too_large`: Payload too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/unexpected_error`: Unexpected error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/provider_error`: Mail provider error */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteFolder: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account (`acc_…`). */
+                account_id: string;
+                /** @description The folder (`fld_…`). */
+                folder_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FolderDeleted"];
+                };
+            };
+            /** @description `errors/invalid_parameters`: Invalid parameters */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/unauthorized`: Unauthorized; `errors/invalid_credentials`: Invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/not_found`: Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/unexpected_error`: Unexpected error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/provider_error`: Mail provider error */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createFolder: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account (`acc_…`). */
+                account_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Projects"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateFolderRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Folder"];
+                };
+            };
+            /** @description `errors/invalid_parameters`: Invalid parameters */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/unauthorized`: Unauthorized; `errors/invalid_credentials`: Invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/not_found`: Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/already_exists`: Already exists */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/payload_too_large`: Payload too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/unexpected_error`: Unexpected error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/provider_error`: Mail provider error */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -394,6 +394,33 @@ export type ModifyStep = z.infer<typeof ModifyStep>;
 export const ModifyResult = z.object({ uids: z.array(z.number().int().positive().nullable()) });
 export type ModifyResult = z.infer<typeof ModifyResult>;
 
+/**
+ * A folder created, renamed (or moved: `new_path` under another parent; its subfolders follow) or
+ * deleted on the server. Paths are the server's (the Worker joins names with the folder's delimiter).
+ */
+export const FolderAction = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('create'), path: z.string().min(1) }),
+  z.object({ type: z.literal('rename'), path: z.string().min(1), new_path: z.string().min(1) }),
+  z.object({ type: z.literal('delete'), path: z.string().min(1) }),
+]);
+export type FolderAction = z.infer<typeof FolderAction>;
+
+/**
+ * After a create or rename: the path the folder now has (the server's namespace prefix may have been
+ * added) and its STATUS there, null when the server did not give it. After a delete: both null.
+ */
+export const FolderActionResult = z.object({
+  path: z.string().nullable(),
+  status: z
+    .object({
+      uidvalidity: z.number().int().nonnegative(),
+      uidnext: z.number().int().nonnegative(),
+      messages: z.number().int().nonnegative(),
+    })
+    .nullable(),
+});
+export type FolderActionResult = z.infer<typeof FolderActionResult>;
+
 export const GatewayRequest = z.discriminatedUnion('op', [
   /** Log in to IMAP and SMTP with these settings; answer with the folder listing (the connect baseline). */
   z.object({ op: z.literal('verify'), config: MailboxConfig }),
@@ -418,6 +445,8 @@ export const GatewayRequest = z.discriminatedUnion('op', [
   }),
   /** Change messages in the mailbox, steps in order (flags first, then copies, moves, deletions). Answer: ModifyResult. */
   z.object({ op: z.literal('modify'), account_id: z.string(), steps: z.array(ModifyStep).min(1) }),
+  /** Create, rename or delete a folder. Answer: FolderActionResult. */
+  z.object({ op: z.literal('folder'), account_id: z.string(), action: FolderAction }),
 ]);
 export type GatewayRequest = z.infer<typeof GatewayRequest>;
 
@@ -430,6 +459,8 @@ export const GatewayErrorKind = z.enum([
   'provider_error',
   'provider_rejected',
   'not_found',
+  /** The server says the folder name is taken (ALREADYEXISTS). */
+  'already_exists',
   'unexpected_error',
   // verify only: a mail host resolves to an address the gateway may not connect to; the detail names
   // the setting (`imap_host` or `smtp_host`), and the Worker answers as for that address written out.

@@ -116,6 +116,8 @@ export class Gateway {
         return this.#sends.run(request, () => this.#commandsFor(request.account_id));
       case 'modify':
         return this.#commandsFor(request.account_id).modify(request.steps);
+      case 'folder':
+        return this.#commandsFor(request.account_id).folder(request.action);
     }
   }
 

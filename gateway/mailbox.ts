@@ -7,10 +7,19 @@
  */
 import type { Transporter } from 'nodemailer';
 import type { ImapFlow } from 'imapflow';
-import type { MailboxConfig, ModifyResult, ModifyStep, OutgoingMessage, OutgoingResult } from '../common/relay.ts';
+import type {
+  FolderAction,
+  FolderActionResult,
+  MailboxConfig,
+  ModifyResult,
+  ModifyStep,
+  OutgoingMessage,
+  OutgoingResult,
+} from '../common/relay.ts';
 import type { CommandConnection } from './command-connection.ts';
 import type { SyncSettings } from './config.ts';
 import { classifyError, GatewayError, isAuthFailure } from './errors.ts';
+import { runFolderAction } from './folder-commands.ts';
 import { featuresOf, imapOptions, openImap } from './imap.ts';
 import { errorFields, type Logger } from './log.ts';
 import { mailHostTarget } from './mail-hosts.ts';
@@ -170,6 +179,11 @@ export class MailboxCommands {
     } finally {
       this.#sync.changed([...new Set(touched)]);
     }
+  }
+
+  /** Create, rename or delete a folder (gateway/folder-commands.ts); the next poll's listing reports it. */
+  folder(action: FolderAction): Promise<FolderActionResult> {
+    return this.#withImap((client) => runFolderAction(client, action));
   }
 
   async #modify(steps: ModifyStep[]): Promise<ModifyResult> {

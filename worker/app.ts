@@ -17,6 +17,7 @@ import { events } from './routes/events.ts';
 import { gateways } from './routes/gateways.ts';
 import { openApi } from './routes/openapi.ts';
 import { folders } from './routes/folders.ts';
+import { folderActions } from './routes/folder-actions.ts';
 import { accountScoped } from './routes/account-scoped.ts';
 import { MAX_INTERNAL_BODY_BYTES, requireGatewaySignature } from './gateways/auth.ts';
 import { gatewayRoutes } from './gateways/routes.ts';
@@ -71,6 +72,7 @@ export function createApp(): Hono<AppEnv> {
   // Last: the account-scoped paths start with a parameter.
   v1.route('/', accountScoped);
   v1.route('/', accountEmailActions);
+  v1.route('/', folderActions);
   v1.notFound((c) => errorResponse('not_found', `No route for ${c.req.method} ${new URL(c.req.url).pathname}.`));
 
   // The document and its reference page need no key: registered before the API, whose middleware

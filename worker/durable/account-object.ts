@@ -6,6 +6,7 @@
  */
 import { DurableObject } from 'cloudflare:workers';
 import {
+  FolderActionResult,
   ModifyResult,
   type OutgoingResult,
   type AccountStatus,
@@ -32,6 +33,13 @@ import { countingEnv, logStats, newStats, type SyncStats } from '../sync/stats.t
 import { ChangeOrder } from '../sync/order.ts';
 import { answerOf, callHolder, COMMAND_BUDGET, type CommandAnswer } from '../commands/holder.ts';
 import { applyModify, planModify, type ModifyWanted } from '../commands/modify.ts';
+import {
+  DepartedPaths,
+  pathsLeaving,
+  planFolderAction,
+  recordFolderAction,
+  type FolderRequest,
+} from '../commands/folders.ts';
 import { notFound } from '../lib/errors.ts';
 import { AccountStore } from './account-store.ts';
 import { type Admission, SendQueue, type SendRequest } from './send-queue.ts';
@@ -64,6 +72,8 @@ export class AccountObject extends DurableObject<Env> {
   private tail: Promise<unknown> = Promise.resolve();
   /** Commands (send, mailbox actions) run one after another too, on a chain of their own: a slow send never holds up sync. */
   private commandTail: Promise<unknown> = Promise.resolve();
+  /** Paths the API's folder renames and deletions took away (left out of listings taken before). */
+  private readonly departed = new DepartedPaths();
   /** Whether this instance has looked for orphans and staged releases a crash may have left unrecorded. */
   private orphansChecked = false;
 
@@ -264,7 +274,7 @@ export class AccountObject extends DurableObject<Env> {
           commit: (result) => this.commit(result, env, stats, applier.state.orphanMark),
           skipped: (where, reason) => this.recordSkipped(context.accountId, where, reason),
         },
-        changes,
+        this.departed.filter(changes),
       );
       if (sequence) this.order.applied(sequence);
       this.store.setListedMark(applier.state.listedMark);
@@ -416,6 +426,37 @@ export class AccountObject extends DurableObject<Env> {
       });
       this.dispatch(events);
       return email;
+    });
+  }
+
+  /**
+   * Create, rename or delete a folder (commands/folders.ts): checked, carried out by the gateway,
+   * then recorded with its event on the change chain before the sync's next listing is applied.
+   */
+  async manageFolder(request: FolderRequest) {
+    return this.command(async () => {
+      const context = this.accountContext();
+      const plan = await planFolderAction(this.env, context.accountId, request);
+      const answer = plan.action
+        ? FolderActionResult.parse(
+            await callHolder(
+              this.env,
+              () => this.currentLease(),
+              { op: 'folder', account_id: context.accountId, action: plan.action },
+              COMMAND_BUDGET.action,
+            ),
+          )
+        : { path: null, status: null };
+      return this.serialize(async () => {
+        const applier = new ChangeApplier(this.env, context, this.store.loadCursors(), this.store.loadInitialSync());
+        await applier.loadFolders();
+        this.departed.add(pathsLeaving(plan, applier.state.folders.keys()));
+        const { folder, result } = await recordFolderAction(applier.state, plan, answer);
+        await this.commit(result);
+        this.store.saveCursors(applier.cursors);
+        if (applier.initialSync) this.store.saveInitialSync(applier.initialSync);
+        return folder;
+      });
     });
   }
 

@@ -19,7 +19,7 @@ export interface Operation {
   body?: { schema: z.ZodType; name: string; multipart?: true; example?: unknown };
   /** The success answer (200 unless `okStatus`): a JSON schema, or another media type (bytes). */
   ok: z.ZodType | { mediaType: string; description: string; schema?: Record<string, unknown> };
-  okStatus?: 200 | 302;
+  okStatus?: 200 | 201 | 302;
   /** Statuses besides 200; 401, 429 and 500 are added to every API operation, 413 to those with a body. */
   errors: number[];
   idempotent?: true;

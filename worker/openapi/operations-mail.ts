@@ -6,7 +6,7 @@ import { FolderListQuery } from '../routes/folders.ts';
 import { ThreadQuery } from '../routes/threads.ts';
 import { Contacts } from '../schemas/accounts.ts';
 import { DraftCreated, Drafts, Email, EmailDeleted, Emails, EmailSent, Thread } from '../schemas/emails.ts';
-import { Folder, Folders } from '../schemas/folders.ts';
+import { CreateFolderBody, Folder, FolderDeleted, Folders, UpdateFolderBody } from '../schemas/folders.ts';
 import { ComposeBody } from '../send/compose.ts';
 import type { Operation } from './operation.ts';
 
@@ -38,6 +38,42 @@ export const MAIL_OPERATIONS: Operation[] = [
     summary: 'Get a folder',
     ok: Folder,
     errors: [404],
+  },
+  {
+    method: 'post',
+    path: '/{account_id}/folders',
+    operationId: 'createFolder',
+    tag: 'Folders',
+    summary: 'Create a folder',
+    description:
+      "Created on the mail server (under `parent_id`, joined with the server's hierarchy delimiter), then answered with the folder; `email.folder.create` follows once. A name that exists is a 409; a name the server refuses is a 400 with its reason.",
+    body: { schema: CreateFolderBody, name: 'CreateFolderRequest', example: { name: 'Projects' } },
+    ok: Folder,
+    okStatus: 201,
+    errors: [400, 404, 409, 502],
+  },
+  {
+    method: 'put',
+    path: '/{account_id}/folders/{folder_id}',
+    operationId: 'updateFolder',
+    tag: 'Folders',
+    summary: 'Rename or move a folder',
+    description:
+      'Renamed on the mail server (its subfolders move with it); the folder keeps its `fld_` id and its emails keep theirs. `email.folder.update` follows once, with no email events. INBOX and folders with a role cannot be renamed (400).',
+    body: { schema: UpdateFolderBody, name: 'UpdateFolderRequest', example: { name: 'Projects 2026' } },
+    ok: Folder,
+    errors: [400, 404, 409, 502],
+  },
+  {
+    method: 'delete',
+    path: '/{account_id}/folders/{folder_id}',
+    operationId: 'deleteFolder',
+    tag: 'Folders',
+    summary: 'Delete a folder',
+    description:
+      'Deleted on the mail server with its messages (on Gmail: the label only; the mail stays in All Mail). `email.folder.delete` follows once; an email left in no folder gets `email.delete`, one still in another folder `email.update`. INBOX, folders with a role and folders with subfolders cannot be deleted (400).',
+    ok: FolderDeleted,
+    errors: [400, 404, 502],
   },
   // Emails
   {

@@ -36,3 +36,30 @@ export const Folder = z
 export type Folder = z.output<typeof Folder>;
 
 export const Folders = z.strictObject({ object: z.literal('Folders'), data: z.array(Folder) }).meta({ id: 'Folders' });
+
+const FolderName = z.string().meta({
+  description:
+    "One segment of the path (the server's hierarchy delimiter joins it to its parent): not empty, without the delimiter, `*`, `%` or control characters. Any Unicode (modified UTF-7 on the wire).",
+});
+
+export const CreateFolderBody = z.strictObject({
+  name: FolderName,
+  parent_id: z
+    .string()
+    .nullable()
+    .optional()
+    .meta({ description: 'The folder to create it in; none: at the top level.' }),
+});
+
+export const UpdateFolderBody = z.strictObject({
+  name: FolderName.optional(),
+  parent_id: z
+    .string()
+    .nullable()
+    .optional()
+    .meta({ description: 'Move it into this folder; `null`: to the top level; absent: where it is.' }),
+});
+
+export const FolderDeleted = z
+  .strictObject({ object: z.literal('FolderDeleted'), id: idOf('folder') })
+  .meta({ id: 'FolderDeleted' });

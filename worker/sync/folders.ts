@@ -124,7 +124,7 @@ export async function applyFolders(
 }
 
 /** A folder the server deleted: its memberships go (emails left in no folder become orphans), with email.folder.delete. */
-async function deleteFolder(state: SyncState, folder: FolderRow, result: ChangeResult): Promise<void> {
+export async function deleteFolder(state: SyncState, folder: FolderRow, result: ChangeResult): Promise<void> {
   await detachAll(state, folder, result);
   result.statements.push(state.env.DB.prepare('DELETE FROM folders WHERE id = ?').bind(folder.id));
   addEvent(state, result, 'email.folder.delete', presentFolder(folder));
@@ -244,7 +244,7 @@ function renamedAndRenumbered(
 }
 
 /** The folder row, its cursor and its initial-sync range move to the new path (the caller writes the row). */
-function moveFolder(state: SyncState, oldPath: string, info: FolderInfo): void {
+export function moveFolder(state: SyncState, oldPath: string, info: Pick<FolderInfo, 'path' | 'delimiter'>): void {
   const folder = state.folders.get(oldPath)!;
   const cursor = state.cursors.get(oldPath)!;
   state.folders.delete(oldPath);

@@ -24,6 +24,7 @@ import { accountEmailActions, emailActions } from './routes/actions.ts';
 import { saveDraft, sendEmail } from './routes/send.ts';
 import { tracking } from './routes/tracking.ts';
 import { mailView } from './dashboard/mail-view.ts';
+import { mcpEndpoint } from './mcp/endpoint.ts';
 
 /** Requests may carry attachments up to 30 MB. */
 export const MAX_BODY_BYTES = 30 * 1024 * 1024;
@@ -89,5 +90,10 @@ export function createApp(): Hono<AppEnv> {
   app.route('/t', tracking);
   // The dashboard itself is static assets (wrangler.toml [assets]); this is its mail frame (no API key).
   app.route('/mail-view', mailView);
+  // The API for AI agents (Model Context Protocol): its tools call the routes above with the caller's key.
+  app.route(
+    '/mcp',
+    mcpEndpoint((request, env, ctx) => app.fetch(request, env, ctx)),
+  );
   return app;
 }

@@ -1,10 +1,11 @@
 /**
- * X-API-KEY authentication. Keys are stored only as SHA-256 hashes and compared in constant time;
- * the ADMIN_API_KEY secret is accepted too (that is how the first key is made). `last_used_at` is
- * written at most once a minute per key, in the background, never on the request's path. Each key
- * (not the admin key, the operator's own) is rate limited by the API_RATE_LIMIT binding.
+ * API key authentication: X-API-KEY (the MCP endpoint, worker/mcp/, also takes a bearer token).
+ * Keys are stored only as SHA-256 hashes and compared in constant time; the ADMIN_API_KEY secret is
+ * accepted too (that is how the first key is made). `last_used_at` is written at most once a minute
+ * per key, in the background, never on the request's path. Each key (not the admin key, the
+ * operator's own) is rate limited by the API_RATE_LIMIT binding.
  */
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler, Next } from 'hono';
 import type { AppEnv } from '../env.ts';
 import { ApiError } from './errors.ts';
 import { constantTimeEqual, sha256Hex } from '../../common/crypto.ts';
@@ -18,9 +19,22 @@ export const API_KEY_PREFIX = 'mbx_';
 
 export const hashApiKey = (key: string): Promise<string> => sha256Hex(key);
 
-export const requireApiKey: MiddlewareHandler<AppEnv> = async (c, next) => {
-  const presented = c.req.header('X-API-KEY');
-  if (!presented) throw new ApiError('unauthorized', 'The X-API-KEY header is missing.');
+/** The REST API: the key in X-API-KEY. */
+export const requireApiKey: MiddlewareHandler<AppEnv> = (c, next) =>
+  authenticateApiKey(c, c.req.header('X-API-KEY'), 'The X-API-KEY header is missing.', next);
+
+/**
+ * Checks the key a request presents (`missing`: the 401 detail when there is none); sets `apiKeyId`
+ * and runs `next` when it is valid. `unauthorizedHeaders` go on the 401 answers.
+ */
+export async function authenticateApiKey(
+  c: Context<AppEnv>,
+  presented: string | undefined,
+  missing: string,
+  next: Next,
+  unauthorizedHeaders: Record<string, string> = {},
+) {
+  if (!presented) throw new ApiError('unauthorized', missing, unauthorizedHeaders);
 
   const admin = c.env.ADMIN_API_KEY;
   if (admin && (await constantTimeEqual(presented, admin))) {
@@ -35,7 +49,7 @@ export const requireApiKey: MiddlewareHandler<AppEnv> = async (c, next) => {
     .bind(hash)
     .first<{ id: string; key_hash: string; last_used_at: string | null }>();
   if (!row || !(await constantTimeEqual(row.key_hash, hash))) {
-    throw new ApiError('unauthorized', 'The API key is not valid or has been revoked.');
+    throw new ApiError('unauthorized', 'The API key is not valid or has been revoked.', unauthorizedHeaders);
   }
   c.set('apiKeyId', row.id);
 
@@ -56,4 +70,4 @@ export const requireApiKey: MiddlewareHandler<AppEnv> = async (c, next) => {
     );
   }
   return next();
-};
+}

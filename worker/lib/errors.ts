@@ -5,6 +5,7 @@ export const ERROR_KINDS = {
   unauthorized: { status: 401, title: 'Unauthorized' },
   invalid_credentials: { status: 401, title: 'Invalid credentials' },
   not_found: { status: 404, title: 'Not found' },
+  method_not_allowed: { status: 405, title: 'Method not allowed' },
   already_exists: { status: 409, title: 'Already exists' },
   payload_too_large: { status: 413, title: 'Payload too large' },
   provider_rejected: { status: 422, title: 'Rejected by the provider' },

@@ -135,7 +135,7 @@ function responses(op: Operation): Json {
   return out;
 }
 
-function operationObject(op: Operation, requestSchemas: Record<string, Json>): Json {
+export function operationObject(op: Operation, requestSchemas: Record<string, Json>): Json {
   const parameters = [...pathParameters(op.path), ...(op.query ? queryParameters(op.query) : [])];
   if (op.idempotent)
     parameters.push({

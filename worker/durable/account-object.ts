@@ -34,6 +34,7 @@ import { applyModify, planModify, type ModifyWanted } from '../commands/modify.t
 import { notFound } from '../lib/errors.ts';
 import { AccountStore } from './account-store.ts';
 import { type Admission, SendQueue, type SendRequest } from './send-queue.ts';
+import { type CancelResult, type Schedule, Schedules, type SendPath } from './schedules.ts';
 import { STAGED_GRACE_MS, StagedReleases } from './staged-releases.ts';
 import { claimLease, type HolderResult, type Lease } from './lease.ts';
 
@@ -52,6 +53,7 @@ export class AccountObject extends DurableObject<Env> {
   private readonly store: AccountStore;
   private readonly staged: StagedReleases;
   private readonly sends: SendQueue;
+  private readonly schedules: Schedules;
   private readonly order: ChangeOrder;
   /** Changes of one account are applied strictly one after another. */
   private tail: Promise<unknown> = Promise.resolve();
@@ -65,11 +67,13 @@ export class AccountObject extends DurableObject<Env> {
     this.store = new AccountStore(ctx.storage);
     this.staged = new StagedReleases(ctx.storage.sql);
     this.sends = new SendQueue(ctx.storage.sql, env);
+    this.schedules = new Schedules(ctx.storage.sql, env);
     this.order = new ChangeOrder(this.store);
     ctx.blockConcurrencyWhile(async () => {
       this.store.migrate();
       this.staged.migrate();
       this.sends.migrate();
+      this.schedules.migrate();
     });
   }
 
@@ -152,6 +156,7 @@ export class AccountObject extends DurableObject<Env> {
       this.store.setMeta('removed', '1');
       this.store.forgetSync();
       this.staged.clear(); // the purge deletes the account's whole prefix
+      await this.schedules.cancelAll('The account was removed before its send time; nothing was sent.');
       await this.ctx.storage.setAlarm(Date.now());
       return holder;
     });
@@ -292,13 +297,17 @@ export class AccountObject extends DurableObject<Env> {
 
   /**
    * A bounded step per alarm: of a removed account's purge, else of the orphans whose grace ran out
-   * (found in D1), deleted with email.delete, and of the staged sources whose grace ran out.
+   * (found in D1), deleted with email.delete, and of the staged sources whose grace ran out; then the
+   * scheduled sends whose time came. The one alarm is set at the earliest of all of them.
    */
   override async alarm(): Promise<void> {
-    await this.serialize(async () => {
+    const accountId = await this.serialize(async () => {
       const accountId = this.store.meta('account_id');
-      if (!accountId) return;
-      if (this.store.meta('removed') === '1') return this.purgeStep(accountId);
+      if (!accountId) return null;
+      if (this.store.meta('removed') === '1') {
+        await this.purgeStep(accountId);
+        return null;
+      }
       const now = Date.now();
       this.dispatch(await deleteDueOrphans(this.env, accountId, now, (keys) => this.staged.defer(keys, now)));
       const releases = this.staged.due(now);
@@ -306,9 +315,15 @@ export class AccountObject extends DurableObject<Env> {
         await releaseStaged(this.env, releases);
         this.staged.done(releases.map((r) => r.key));
       }
-      const next = [await nextOrphanDue(this.env, accountId), this.staged.next()].filter((t) => t !== null);
-      if (next.length) await this.ctx.storage.setAlarm(Math.max(Math.min(...next), Date.now()));
+      return accountId;
     });
+    if (accountId === null) return;
+    // Scheduled sends start outside the change chain: their sends run on the command chain.
+    await this.schedules.runDue(this.sendPath());
+    const next = [await nextOrphanDue(this.env, accountId), this.staged.next(), this.schedules.next()].filter(
+      (t) => t !== null,
+    );
+    if (next.length) await this.ctx.storage.setAlarm(Math.max(Math.min(...next), Date.now()));
   }
 
   /** A message was given up on: the log and the account's last_error say which and why. */
@@ -351,6 +366,28 @@ export class AccountObject extends DurableObject<Env> {
     );
     this.ctx.waitUntil(run);
     return run;
+  }
+
+  /** A send to go at `send_at_ms` (durable/schedules.ts); the alarm is moved to it if it is the earliest. */
+  async schedule(s: Schedule): Promise<void> {
+    if (this.store.meta('removed') === '1') throw notFound('Account');
+    this.schedules.add(s);
+    await this.alarmAt(s.send_at_ms);
+  }
+
+  /** Cancels a schedule still waiting; the decision is made here, against the send time. */
+  cancelSchedule(id: string): Promise<CancelResult> {
+    return this.schedules.cancel(id);
+  }
+
+  private sendPath(): SendPath {
+    return {
+      admit: () => this.sends.admit(),
+      release: (ticket) => this.sends.release(ticket),
+      send: (ticket, request, messageId) => this.sendOutgoing(ticket, request, messageId),
+      lease: () => this.currentLease(),
+      keepAlive: (work) => this.ctx.waitUntil(work),
+    };
   }
 
   /**

@@ -34,6 +34,8 @@ export interface Service {
   fetch: typeof fetch;
   /** Every email of an account through GET /emails, following the cursor (pages of 250). */
   listEmails(accountId: string): Promise<any[]>;
+  /** Stop `npm start` and start it again on the same state folder and port (a Worker restart). */
+  restartWorker(): Promise<void>;
   /** Run a read-only query on the local D1 database file. */
   query<T = Record<string, unknown>>(sql: string, ...params: (string | number)[]): T[];
   stop(): Promise<void>;
@@ -86,13 +88,25 @@ export async function startService(
     ...options.workerEnv,
   };
   const workerLog: string[] = [];
-  const worker = spawn('npm', ['start'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-  collect(worker, workerLog, echo);
-  try {
-    await waitForHttp(`${base}/`, 120_000);
-  } catch (err) {
-    throw new Error(`npm start did not come up: ${String(err)}\n${workerLog.slice(-40).join('\n')}`);
-  }
+  const startWorker = async () => {
+    const child = spawn('npm', ['start'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    collect(child, workerLog, echo);
+    try {
+      await waitForHttp(`${base}/`, 240_000);
+    } catch (err) {
+      throw new Error(`npm start did not come up: ${String(err)}\n${workerLog.slice(-40).join('\n')}`);
+    }
+    return child;
+  };
+  const stopWorker = async () => {
+    try {
+      process.kill(-worker.pid!, 'SIGINT');
+    } catch {
+      // already gone
+    }
+    await Promise.race([exited(worker), new Promise((r) => setTimeout(r, 8000))]);
+  };
+  let worker = await startWorker();
 
   const gateways: GatewayProcess[] = [];
   let db: DatabaseSync | null = null;
@@ -150,6 +164,10 @@ export async function startService(
       } while (cursor);
       return out;
     },
+    async restartWorker() {
+      await stopWorker();
+      worker = await startWorker();
+    },
     query(sql, ...params) {
       if (!db) {
         const dir = join(stateDir, 'v3', 'd1', 'miniflare-D1DatabaseObject');
@@ -165,12 +183,7 @@ export async function startService(
     async stop() {
       db?.close();
       await Promise.all(gateways.map((g) => g.kill('SIGKILL')));
-      try {
-        process.kill(-worker.pid!, 'SIGINT');
-      } catch {
-        // already gone
-      }
-      await Promise.race([exited(worker), new Promise((r) => setTimeout(r, 8000))]);
+      await stopWorker();
       rmSync(stateDir, { recursive: true, force: true });
     },
   };

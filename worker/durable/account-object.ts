@@ -202,6 +202,9 @@ export class AccountObject extends DurableObject<Env> {
       }
       const lease = { gateway_id: gatewayId, expires_at: claim.expiresAt };
       this.store.setLease(lease);
+      // Scheduled sends that came due while no gateway could send them go now.
+      const due = this.schedules.wakeDue(Date.now());
+      if (due !== null) await this.alarmAt(due);
       return { granted: true, lease };
     });
   }

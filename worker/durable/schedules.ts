@@ -97,6 +97,17 @@ export class Schedules {
     return row.due;
   }
 
+  /** A gateway took the account: schedules waiting for one are tried at once. When the alarm must run, or null. */
+  wakeDue(now: number): number | null {
+    this.sql.exec(
+      "UPDATE schedules SET next_try_ms = ? WHERE state = 'scheduled' AND send_at_ms <= ? AND next_try_ms > ?",
+      now,
+      now,
+      now,
+    );
+    return this.next();
+  }
+
   /** Cancels a schedule still waiting (decided here, synchronously); else says where it is. */
   async cancel(id: string, reason: string | null = null): Promise<CancelResult> {
     const row = this.row(id);

@@ -140,7 +140,8 @@ export class Schedules {
       .toArray();
     for (const row of due) {
       if (row.state === 'sending') {
-        if (!this.running.has(row.id) && row.next_try_ms + SENDING_LEFT_MS <= now) await this.settleLeft(row);
+        if (this.running.has(row.id)) this.sql.exec('UPDATE schedules SET next_try_ms = ? WHERE id = ?', now, row.id);
+        else if (row.next_try_ms + SENDING_LEFT_MS <= now) await this.settleLeft(row);
       } else if (now - row.send_at_ms > GIVE_UP_MS) {
         this.sql.exec('DELETE FROM schedules WHERE id = ?', row.id);
         await this.discard(

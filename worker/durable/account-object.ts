@@ -38,6 +38,9 @@ import { type CancelResult, type Schedule, Schedules, type SendPath } from './sc
 import { STAGED_GRACE_MS, StagedReleases } from './staged-releases.ts';
 import { claimLease, type HolderResult, type Lease } from './lease.ts';
 
+/** Meta key: the lease holder that reported the account running since its lease was granted (it can send). */
+const READY_HOLDER = 'ready_holder';
+
 export interface AccountInit {
   account_id: string;
   email: string;
@@ -202,9 +205,7 @@ export class AccountObject extends DurableObject<Env> {
       }
       const lease = { gateway_id: gatewayId, expires_at: claim.expiresAt };
       this.store.setLease(lease);
-      // Scheduled sends that came due while no gateway could send them go now.
-      const due = this.schedules.wakeDue(Date.now());
-      if (due !== null) await this.alarmAt(due);
+      this.store.setMeta(READY_HOLDER, ''); // until it reports the account running (reportStatus)
       return { granted: true, lease };
     });
   }
@@ -389,6 +390,10 @@ export class AccountObject extends DurableObject<Env> {
       release: (ticket) => this.sends.release(ticket),
       send: (ticket, request, messageId) => this.sendOutgoing(ticket, request, messageId),
       lease: () => this.currentLease(),
+      ready: () => {
+        const holder = this.currentLease()?.gateway_id;
+        return !!holder && this.store.meta(READY_HOLDER) === holder;
+      },
       keepAlive: (work) => this.ctx.waitUntil(work),
     };
   }
@@ -427,6 +432,12 @@ export class AccountObject extends DurableObject<Env> {
       const problem = this.leaseProblem(gatewayId);
       if (problem) return { ok: false, lease_lost: problem };
       const accountId = this.accountContext().accountId;
+      this.store.setMeta(READY_HOLDER, status === 'running' ? gatewayId : '');
+      if (status === 'running') {
+        // Scheduled sends that came due while no gateway could send them go now.
+        const due = this.schedules.wakeDue(Date.now());
+        if (due !== null) await this.alarmAt(due);
+      }
       const db = this.env.DB;
       const row = await db
         .prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`)

@@ -47,6 +47,8 @@ export interface SendPath {
   release(ticket: string): void;
   send(ticket: string, request: SendRequest, messageId: string): Promise<CommandAnswer<OutgoingResult>>;
   lease(): Lease | null;
+  /** Whether the lease holder has reported the account running since its lease was granted. */
+  ready(): boolean;
   keepAlive(work: Promise<unknown>): void;
 }
 
@@ -97,7 +99,7 @@ export class Schedules {
     return row.due;
   }
 
-  /** A gateway took the account: schedules waiting for one are tried at once. When the alarm must run, or null. */
+  /** A gateway has the account running: schedules waiting for one are tried at once. When the alarm must run, or null. */
   wakeDue(now: number): number | null {
     this.sql.exec(
       "UPDATE schedules SET next_try_ms = ? WHERE state = 'scheduled' AND send_at_ms <= ? AND next_try_ms > ?",
@@ -157,7 +159,8 @@ export class Schedules {
 
   /** Hands one due schedule to the account's queue of sends, unless it was cancelled meanwhile. */
   private async start(id: string, path: SendPath): Promise<void> {
-    const holder = path.lease();
+    // A holder that has the account running (not one still between its socket and its sync).
+    const holder = path.ready() ? path.lease() : null;
     const connected = holder ? await gatewayObject(this.env, holder.gateway_id).isConnected() : false;
     const admission = connected ? await path.admit() : null;
     const row = this.row(id);

@@ -168,4 +168,16 @@ describe('scheduled send', () => {
     await deliveredOnce(waiting, second.body.id);
     await deliveredOnce(subject, first.body.id);
   });
+
+  it('is cancelled when its account is removed, and erased with it', { timeout: 120_000 }, async () => {
+    const res = await schedule(`removed-${Date.now()}`, inSeconds(3_600));
+    expect(res.status).toBe(202);
+    expect((await service.api('DELETE', `/accounts/${alice.id}`)).status).toBe(200);
+    expect((await service.api('GET', `/emails/scheduled/${res.body.id}`)).status).toBe(404);
+    const row = () =>
+      service.query<{ status: string }>('SELECT status FROM scheduled_emails WHERE id = ?', res.body.id);
+    // Cancelled by the removal (unless the purge already took it), then deleted by the account's purge.
+    for (const r of row()) expect(r.status).toBe('cancelled');
+    await eventually(() => (row().length === 0 ? true : null), { what: 'the purge', timeoutMs: 90_000 });
+  });
 });

@@ -180,10 +180,51 @@ export interface paths {
         put?: never;
         /**
          * Send an email
-         * @description Sent from the account's address through its SMTP server; the copy lands in Sent and `email.new` follows with `origin: api`. At least one recipient unless `reply_to` is set (then recipients, `Re:` subject and threading headers are filled in). With `draft_id`, the saved draft is sent (its recipients, subject, bodies and attachments, each overridable by the request's fields) and removed from Drafts; `email.draft.delete` follows. Up to 30 MB.
+         * @description Sent from the account's address through its SMTP server; the copy lands in Sent and `email.new` follows with `origin: api`. At least one recipient unless `reply_to` is set (then recipients, `Re:` subject and threading headers are filled in). With `send_at` (ISO 8601, 5 s to 30 days ahead) the email is scheduled instead: 202 `EmailScheduled`, sent at that time through the same path (listed at `GET /emails/scheduled`, cancelled with `DELETE`). With `draft_id`, the saved draft is sent (its recipients, subject, bodies and attachments, each overridable by the request's fields) and removed from Drafts; `email.draft.delete` follows. Up to 30 MB.
          */
         post: operations["sendEmail"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/emails/scheduled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List scheduled sends
+         * @description Newest first; without `account_id`, every account. Ended ones are listed for 30 days.
+         */
+        get: operations["listScheduledEmails"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/emails/scheduled/{scheduled_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a scheduled send */
+        get: operations["getScheduledEmail"];
+        put?: never;
+        post?: never;
+        /**
+         * Cancel a scheduled send
+         * @description Only while its status is `scheduled`: it then never goes out. Once `sending`, `sent`, `failed` or `cancelled`: 409 saying which. A cancel at the send time either wins (never sent) or gets the 409.
+         */
+        delete: operations["cancelScheduledEmail"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1806,6 +1847,67 @@ export interface components {
             /** @description Pass it back as `cursor` (with the same filters) for the next page; null on the last. */
             cursor: string | null;
         };
+        EmailScheduled: {
+            /** @constant */
+            object: "EmailScheduled";
+            /** @example sch_01JD8Z6Q3W4E5R6T7Y8V9K0P1A */
+            id: string;
+            /** @example acc_01JD8Z6Q3W4E5R6T7Y8V9K0P1A */
+            account_id: string;
+            /**
+             * Format: date-time
+             * @example 2026-11-24T09:30:00.000Z
+             */
+            send_at: string;
+            /** @description The Message-ID the email will have; its Sent copy has the same. */
+            message_id: string;
+            /** @constant */
+            status: "scheduled";
+        };
+        /** @description `scheduled` until its time, then `sending`, then `sent` or `failed`; `cancelled` by DELETE or when its account is removed. Kept 30 days after it ends. */
+        ScheduledEmail: {
+            /** @constant */
+            object: "ScheduledEmail";
+            /** @example sch_01JD8Z6Q3W4E5R6T7Y8V9K0P1A */
+            id: string;
+            /** @example acc_01JD8Z6Q3W4E5R6T7Y8V9K0P1A */
+            account_id: string;
+            /**
+             * Format: date-time
+             * @example 2026-11-24T09:30:00.000Z
+             */
+            send_at: string;
+            /**
+             * Format: date-time
+             * @example 2026-11-24T09:30:00.000Z
+             */
+            created_at: string;
+            message_id: string;
+            subject: string | null;
+            /** @description The recipients as the send gave them. */
+            to: {
+                identifier: string;
+                display_name?: string;
+            }[];
+            /** @enum {string} */
+            status: "scheduled" | "sending" | "sent" | "failed" | "cancelled";
+            /** @description Why it failed (status `failed`), else null. */
+            error: string | null;
+        };
+        ScheduledEmails: {
+            /** @constant */
+            object: "ScheduledEmails";
+            data: components["schemas"]["ScheduledEmail"][];
+            has_more: boolean;
+            /** @description Pass it back as `cursor` (with the same filters) for the next page; null on the last. */
+            cursor: string | null;
+        };
+        ScheduledEmailCancelled: {
+            /** @constant */
+            object: "ScheduledEmailCancelled";
+            /** @example sch_01JD8Z6Q3W4E5R6T7Y8V9K0P1A */
+            id: string;
+        };
         Gateway: {
             /** @constant */
             object: "Gateway";
@@ -1987,6 +2089,11 @@ export interface components {
                 label?: string;
             };
             draft_id?: string;
+            /**
+             * Format: date-time
+             * @description When to send: ISO 8601, at least 5 s and at most 30 days ahead.
+             */
+            send_at?: string;
         };
         SendEmailRequestMultipart: {
             account_id: string;
@@ -2009,6 +2116,7 @@ export interface components {
             /** @description `tracking_options` as a JSON string. */
             tracking_options?: string;
             draft_id?: string;
+            send_at?: string;
         };
         ModifyEmailRequest: {
             /** @description true: mark unread; false: mark read (on every copy). */
@@ -2056,6 +2164,11 @@ export interface components {
                 label?: string;
             };
             draft_id?: string;
+            /**
+             * Format: date-time
+             * @description When to send: ISO 8601, at least 5 s and at most 30 days ahead.
+             */
+            send_at?: string;
         };
         CreateDraftRequestMultipart: {
             account_id: string;
@@ -2078,6 +2191,7 @@ export interface components {
             /** @description `tracking_options` as a JSON string. */
             tracking_options?: string;
             draft_id?: string;
+            send_at?: string;
         };
         CreateWebhookEndpointRequest: {
             url: string;
@@ -3250,6 +3364,15 @@ export interface operations {
                     "application/json": components["schemas"]["EmailSent"];
                 };
             };
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EmailScheduled"];
+                };
+            };
             /** @description `errors/invalid_parameters`: Invalid parameters */
             400: {
                 headers: {
@@ -3326,6 +3449,204 @@ export interface operations {
             };
             /** @description `errors/provider_error`: Mail provider error */
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listScheduledEmails: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 250 (default 100). */
+                limit?: number;
+                /** @description The `cursor` of the previous page; omit for the first page. */
+                cursor?: string;
+                /** @description Only this account (`acc_…`); a malformed or unknown id finds nothing. */
+                account_id?: string;
+                /** @description status */
+                status?: "scheduled" | "sending" | "sent" | "failed" | "cancelled";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduledEmails"];
+                };
+            };
+            /** @description `errors/invalid_parameters`: Invalid parameters */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/unauthorized`: Unauthorized; `errors/invalid_credentials`: Invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/unexpected_error`: Unexpected error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getScheduledEmail: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The scheduled send (`sch_…`). */
+                scheduled_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduledEmail"];
+                };
+            };
+            /** @description `errors/unauthorized`: Unauthorized; `errors/invalid_credentials`: Invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/not_found`: Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/unexpected_error`: Unexpected error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    cancelScheduledEmail: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The scheduled send (`sch_…`). */
+                scheduled_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduledEmailCancelled"];
+                };
+            };
+            /** @description `errors/unauthorized`: Unauthorized; `errors/invalid_credentials`: Invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/not_found`: Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/already_exists`: Already exists */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/unexpected_error`: Unexpected error */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -24,6 +24,7 @@ import { gatewayRoutes } from './gateways/routes.ts';
 import { webhooks } from './routes/webhooks.ts';
 import { accountEmailActions, emailActions } from './routes/actions.ts';
 import { saveDraft, sendEmail } from './routes/send.ts';
+import { scheduledEmails } from './routes/scheduled.ts';
 import { tracking } from './routes/tracking.ts';
 import { mailView } from './dashboard/mail-view.ts';
 import { mcpEndpoint } from './mcp/endpoint.ts';
@@ -60,6 +61,8 @@ export function createApp(): Hono<AppEnv> {
   v1.route('/accounts', accounts);
   v1.route('/auth', authIntent);
   v1.route('/folders', folders);
+  // Before /emails: its /{email_id} would take "scheduled" for an id.
+  v1.route('/emails/scheduled', scheduledEmails);
   v1.route('/emails', emails);
   v1.route('/emails', sendEmail);
   v1.route('/emails', emailActions);

@@ -1,7 +1,8 @@
-/** Emails: per account, its folders, a filtered list (folder, unread, starred, q) with cursor paging. */
+/** Emails: per account, its folders, a filtered list (folder, unread, starred, q) with cursor paging, and its scheduled sends. */
 import { useState } from 'hono/jsx/dom';
 import { api, query, type List } from './api.ts';
 import { EmailView } from './email-view.tsx';
+import { ScheduledList } from './scheduled.tsx';
 import type { Account, EmailSummary, Folder } from './types.ts';
 import { ErrorNote, formatAddress, formatTime, useApi } from './ui.tsx';
 
@@ -176,6 +177,7 @@ export function EmailsSection() {
             </select>
           </div>
           <EmailList key={account.id} account={account} folders={folders.value?.data ?? []} />
+          <ScheduledList key={`scheduled-${account.id}`} accountId={account.id} />
         </>
       )}
     </section>

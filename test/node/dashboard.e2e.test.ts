@@ -227,6 +227,34 @@ describe('the dashboard', () => {
     await screenshot('webhook-deliveries');
   });
 
+  it('lists a scheduled send of alice in Emails and cancels it', async () => {
+    const accounts = await service.api('GET', '/accounts?limit=250');
+    const alice = accounts.body.data.find((a: { email: string }) => a.email === 'alice@example.test');
+    const subject = 'Scheduled from the dashboard test';
+    const scheduled = await service.fetch(`${service.base}/api/v1/emails`, {
+      method: 'POST',
+      headers: { 'X-API-KEY': service.adminKey, 'Content-Type': 'application/json' },
+      body: JSON.stringify({
+        account_id: alice.id,
+        to: [{ identifier: 'bob@example.test' }],
+        subject,
+        body: '<p>Later.</p>',
+        send_at: new Date(Date.now() + 3_600_000).toISOString(),
+      }),
+    });
+    expect(scheduled.status).toBe(202);
+    const { id } = (await scheduled.json()) as { id: string };
+    await openSection('Emails');
+    await page.getByLabel('Account', { exact: true }).selectOption({ label: 'alice@example.test' });
+    const row = page.getByRole('table', { name: 'Scheduled' }).getByRole('row', { name: subject });
+    await visible(row.getByText('scheduled', { exact: true }));
+    await row.getByRole('button', { name: 'Cancel send' }).click();
+    await row.getByRole('button', { name: 'Yes, cancel it' }).click();
+    await visible(row.getByText('cancelled', { exact: true }));
+    expect((await service.api('GET', `/emails/scheduled/${id}`)).body.status).toBe('cancelled');
+    await screenshot('scheduled');
+  });
+
   it('shows an HTML email without running its script or loading its remote image', async () => {
     await mail.deliver({
       from: 'dave@example.test',

@@ -35,7 +35,7 @@ export interface Service {
   /** Every email of an account through GET /emails, following the cursor (pages of 250). */
   listEmails(accountId: string): Promise<any[]>;
   /** Stop `npm start` and start it again on the same port and state, with these environment changes. */
-  restartWorker(workerEnv: Record<string, string>): Promise<void>;
+  restartWorker(workerEnv?: Record<string, string>): Promise<void>;
   /** Run a read-only query on the local D1 database file. */
   query<T = Record<string, unknown>>(sql: string, ...params: (string | number)[]): T[];
   stop(): Promise<void>;
@@ -92,7 +92,7 @@ export async function startService(
     const child = spawn('npm', ['start'], { env: workerEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     collect(child, workerLog, echo);
     try {
-      await waitForHttp(`${base}/`, 120_000);
+      await waitForHttp(`${base}/`, 240_000);
     } catch (err) {
       throw new Error(`npm start did not come up: ${String(err)}\n${workerLog.slice(-40).join('\n')}`);
     }
@@ -185,7 +185,7 @@ export async function startService(
       db?.close();
       db = null;
       await stopWorker();
-      worker = await startWorker({ ...env, ...workerEnv });
+      worker = await startWorker({ ...env, ...(workerEnv ?? {}) });
     },
     gateways,
     client: createMailboxClient({ baseUrl: base, apiKey: adminKey, fetch: checkedFetch() }),

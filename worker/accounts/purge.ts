@@ -38,6 +38,7 @@ export const PURGE_ACCOUNT_ROWS_SQL = [
   `DELETE FROM webhook_conversations WHERE event_id IN (SELECT id FROM events WHERE rowid IN (${EVENTS_CHUNK}))`,
   `DELETE FROM events WHERE rowid IN (${EVENTS_CHUNK})`,
   `DELETE FROM folders WHERE rowid IN (SELECT rowid FROM folders WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
+  `DELETE FROM scheduled_emails WHERE rowid IN (SELECT rowid FROM scheduled_emails WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
 ] as const;
 
 /** One step of the purge; true once nothing of the account is left but its `accounts` row. */

@@ -43,6 +43,7 @@ import {
 import { notFound } from '../lib/errors.ts';
 import { AccountStore } from './account-store.ts';
 import { type Admission, SendQueue, type SendRequest } from './send-queue.ts';
+import { type CancelResult, type Schedule, Schedules, type SendPath } from './schedules.ts';
 import { STAGED_GRACE_MS, StagedReleases } from './staged-releases.ts';
 import { claimLease, type HolderResult, type Lease } from './lease.ts';
 
@@ -51,6 +52,8 @@ export interface AppliedChanges {
   cursors: FolderCursor[];
   orphans: OrphanState;
 }
+/** Meta key: the lease holder that reported the account running since its lease was granted (it can send). */
+const READY_HOLDER = 'ready_holder';
 
 export interface AccountInit {
   account_id: string;
@@ -67,6 +70,7 @@ export class AccountObject extends DurableObject<Env> {
   private readonly store: AccountStore;
   private readonly staged: StagedReleases;
   private readonly sends: SendQueue;
+  private readonly schedules: Schedules;
   private readonly order: ChangeOrder;
   /** Changes of one account are applied strictly one after another. */
   private tail: Promise<unknown> = Promise.resolve();
@@ -82,11 +86,13 @@ export class AccountObject extends DurableObject<Env> {
     this.store = new AccountStore(ctx.storage);
     this.staged = new StagedReleases(ctx.storage.sql);
     this.sends = new SendQueue(ctx.storage.sql, env);
+    this.schedules = new Schedules(ctx.storage.sql, env);
     this.order = new ChangeOrder(this.store);
     ctx.blockConcurrencyWhile(async () => {
       this.store.migrate();
       this.staged.migrate();
       this.sends.migrate();
+      this.schedules.migrate();
     });
   }
 
@@ -174,6 +180,7 @@ export class AccountObject extends DurableObject<Env> {
       this.store.setMeta('removed', '1');
       this.store.forgetSync();
       this.staged.clear(); // the purge deletes the account's whole prefix
+      await this.schedules.cancelAll('The account was removed before its send time; nothing was sent.');
       await this.ctx.storage.setAlarm(Date.now());
       return holder;
     });
@@ -219,6 +226,7 @@ export class AccountObject extends DurableObject<Env> {
       }
       const lease = { gateway_id: gatewayId, expires_at: claim.expiresAt };
       this.store.setLease(lease);
+      this.store.setMeta(READY_HOLDER, ''); // until it reports the account running (reportStatus)
       return { granted: true, lease };
     });
   }
@@ -331,13 +339,17 @@ export class AccountObject extends DurableObject<Env> {
 
   /**
    * A bounded step per alarm: of a removed account's purge, else of the orphans the evidence covers
-   * (sync/orphans.ts), deleted with email.delete, and of the staged sources whose grace ran out.
+   * (sync/orphans.ts), deleted with email.delete, and of the staged sources whose grace ran out; then
+   * the scheduled sends whose time came. The one alarm is set at the earliest of all of them.
    */
   override async alarm(): Promise<void> {
-    await this.serialize(async () => {
+    const step = await this.serialize(async () => {
       const accountId = this.store.meta('account_id');
-      if (!accountId) return;
-      if (this.store.meta('removed') === '1') return this.purgeStep(accountId);
+      if (!accountId) return null;
+      if (this.store.meta('removed') === '1') {
+        await this.purgeStep(accountId);
+        return null;
+      }
       const now = Date.now();
       let more = false;
       if (this.store.orphansWaiting()) {
@@ -352,9 +364,15 @@ export class AccountObject extends DurableObject<Env> {
         await releaseStaged(this.env, releases);
         this.staged.done(releases.map((r) => r.key));
       }
-      const next = [more ? now : null, this.staged.next()].filter((t) => t !== null);
-      if (next.length) await this.ctx.storage.setAlarm(Math.max(Math.min(...next), Date.now()));
+      return { accountId, moreOrphans: more };
     });
+    if (step === null) return;
+    // Scheduled sends start outside the change chain: their sends run on the command chain.
+    await this.schedules.runDue(this.sendPath());
+    const next = [step.moreOrphans ? Date.now() : null, this.staged.next(), this.schedules.next()].filter(
+      (t) => t !== null,
+    );
+    if (next.length) await this.ctx.storage.setAlarm(Math.max(Math.min(...next), Date.now()));
   }
 
   /** A message was given up on: the log and the account's last_error say which and why. */
@@ -397,6 +415,32 @@ export class AccountObject extends DurableObject<Env> {
     );
     this.ctx.waitUntil(run);
     return run;
+  }
+
+  /** A send to go at `send_at_ms` (durable/schedules.ts); the alarm is moved to it if it is the earliest. */
+  async schedule(s: Schedule): Promise<void> {
+    if (this.store.meta('removed') === '1') throw notFound('Account');
+    this.schedules.add(s);
+    await this.alarmAt(s.send_at_ms);
+  }
+
+  /** Cancels a schedule still waiting; the decision is made here, against the send time. */
+  cancelSchedule(id: string): Promise<CancelResult> {
+    return this.schedules.cancel(id);
+  }
+
+  private sendPath(): SendPath {
+    return {
+      admit: () => this.sends.admit(),
+      release: (ticket) => this.sends.release(ticket),
+      send: (ticket, request, messageId) => this.sendOutgoing(ticket, request, messageId),
+      lease: () => this.currentLease(),
+      ready: () => {
+        const holder = this.currentLease()?.gateway_id;
+        return !!holder && this.store.meta(READY_HOLDER) === holder;
+      },
+      keepAlive: (work) => this.ctx.waitUntil(work),
+    };
   }
 
   /**
@@ -468,6 +512,12 @@ export class AccountObject extends DurableObject<Env> {
       const problem = this.leaseProblem(gatewayId);
       if (problem) return { ok: false, lease_lost: problem };
       const accountId = this.accountContext().accountId;
+      this.store.setMeta(READY_HOLDER, status === 'running' ? gatewayId : '');
+      if (status === 'running') {
+        // Scheduled sends that came due while no gateway could send them go now.
+        const due = this.schedules.wakeDue(Date.now());
+        if (due !== null) await this.alarmAt(due);
+      }
       const db = this.env.DB;
       const row = await db
         .prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`)

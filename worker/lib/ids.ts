@@ -15,6 +15,7 @@ export const ID_PREFIXES = {
   tracking: 'trk_',
   thread: 'thr_',
   conversation: 'wc_',
+  scheduled: 'sch_',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

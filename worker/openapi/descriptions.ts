@@ -45,6 +45,7 @@ export const PATH_PARAMETER_DOCS: Record<string, string> = {
   id: 'The id of the resource (its prefix names its kind).',
   account_id: 'The account (`acc_…`).',
   email_id: 'The email (`email_…`).',
+  scheduled_id: 'The scheduled send (`sch_…`).',
   folder_id: 'The folder (`fld_…`).',
   attachment_id: 'The attachment (`att_…`).',
   tracking_id: 'The tracking id (`trk_…`).',

@@ -120,6 +120,8 @@ function responses(op: Operation): Json {
           }),
     };
   }
+  if (op.accepted)
+    out['202'] = { description: 'Accepted', content: { 'application/json': { schema: ref(idOfSchema(op.accepted)) } } };
   const statuses = new Set(op.errors);
   if (!op.public) for (const s of [401, 429, 500]) statuses.add(s);
   if (op.body) statuses.add(413);

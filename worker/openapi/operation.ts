@@ -20,6 +20,8 @@ export interface Operation {
   /** The success answer (200 unless `okStatus`): a JSON schema, or another media type (bytes). */
   ok: z.ZodType | { mediaType: string; description: string; schema?: Record<string, unknown> };
   okStatus?: 200 | 201 | 302;
+  /** A second success, 202 Accepted with this JSON schema (work done later, e.g. a scheduled send). */
+  accepted?: z.ZodType;
   /** Statuses besides 200; 401, 429 and 500 are added to every API operation, 413 to those with a body. */
   errors: number[];
   idempotent?: true;

@@ -8,6 +8,8 @@ import { Contacts } from '../schemas/accounts.ts';
 import { DraftCreated, Drafts, Email, EmailDeleted, Emails, EmailSent, Thread } from '../schemas/emails.ts';
 import { CreateFolderBody, Folder, FolderDeleted, Folders, UpdateFolderBody } from '../schemas/folders.ts';
 import { ComposeBody } from '../send/compose.ts';
+import { ScheduledListQuery } from '../routes/scheduled.ts';
+import { EmailScheduled, ScheduledEmail, ScheduledEmailCancelled, ScheduledEmails } from '../schemas/scheduled.ts';
 import type { Operation } from './operation.ts';
 
 const sendExample = {
@@ -95,11 +97,43 @@ export const MAIL_OPERATIONS: Operation[] = [
     tag: 'Emails',
     summary: 'Send an email',
     description:
-      "Sent from the account's address through its SMTP server; the copy lands in Sent and `email.new` follows with `origin: api`. At least one recipient unless `reply_to` is set (then recipients, `Re:` subject and threading headers are filled in). With `draft_id`, the saved draft is sent (its recipients, subject, bodies and attachments, each overridable by the request's fields) and removed from Drafts; `email.draft.delete` follows. Up to 30 MB.",
+      "Sent from the account's address through its SMTP server; the copy lands in Sent and `email.new` follows with `origin: api`. At least one recipient unless `reply_to` is set (then recipients, `Re:` subject and threading headers are filled in). With `send_at` (ISO 8601, 5 s to 30 days ahead) the email is scheduled instead: 202 `EmailScheduled`, sent at that time through the same path (listed at `GET /emails/scheduled`, cancelled with `DELETE`). With `draft_id`, the saved draft is sent (its recipients, subject, bodies and attachments, each overridable by the request's fields) and removed from Drafts; `email.draft.delete` follows. Up to 30 MB.",
     body: { schema: ComposeBody, name: 'SendEmailRequest', multipart: true, example: sendExample },
     ok: EmailSent,
+    accepted: EmailScheduled,
     errors: [400, 404, 409, 422, 502],
     idempotent: true,
+  },
+  {
+    method: 'get',
+    path: '/emails/scheduled',
+    operationId: 'listScheduledEmails',
+    tag: 'Emails',
+    summary: 'List scheduled sends',
+    description: 'Newest first; without `account_id`, every account. Ended ones are listed for 30 days.',
+    query: ScheduledListQuery,
+    ok: ScheduledEmails,
+    errors: [400],
+  },
+  {
+    method: 'get',
+    path: '/emails/scheduled/{scheduled_id}',
+    operationId: 'getScheduledEmail',
+    tag: 'Emails',
+    summary: 'Get a scheduled send',
+    ok: ScheduledEmail,
+    errors: [404],
+  },
+  {
+    method: 'delete',
+    path: '/emails/scheduled/{scheduled_id}',
+    operationId: 'cancelScheduledEmail',
+    tag: 'Emails',
+    summary: 'Cancel a scheduled send',
+    description:
+      'Only while its status is `scheduled`: it then never goes out. Once `sending`, `sent`, `failed` or `cancelled`: 409 saying which. A cancel at the send time either wins (never sent) or gets the 409.',
+    ok: ScheduledEmailCancelled,
+    errors: [404, 409],
   },
   {
     method: 'get',

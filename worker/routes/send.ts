@@ -8,7 +8,9 @@ import { isoNow } from '../lib/time.ts';
 import { randomToken } from '../lib/crypto.ts';
 import { composeMessage, readComposeBody } from '../send/compose.ts';
 import { draftToSend, removeSentDraft } from '../send/draft.ts';
-import { SendUnresolved, idempotent } from '../send/idempotency.ts';
+import { type Claim, SendUnresolved, idempotent } from '../send/idempotency.ts';
+import { scheduleComposed } from '../send/schedule-send.ts';
+import { parseSendAt } from '../send/scheduled.ts';
 import { forgetOutgoing, outgoingBlobKey, recordOutgoing } from '../send/outgoing.ts';
 import { accountObject } from '../durable/account-stub.ts';
 
@@ -16,7 +18,14 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
   const request = await readComposeBody(c);
   const { draft_id: sendDraft } = request;
   if (sendDraft !== undefined && mode === 'draft') throw invalid('draft_id: only POST /emails sends a saved draft');
-  return idempotent(c, mode === 'send' ? 'POST /emails' : 'POST /drafts', request, async (claim) => {
+  const scheduled = request.send_at !== undefined;
+  if (scheduled && mode === 'draft') throw invalid('send_at: only POST /emails schedules a send');
+  if (scheduled && sendDraft !== undefined)
+    throw invalid('send_at: a saved draft is sent at once (draft_id); schedule its content without draft_id');
+  const scope = mode === 'send' ? 'POST /emails' : 'POST /drafts';
+  const work = async (claim: Claim) => {
+    // Checked inside the key's claim: a replay of an earlier schedule answers even after its time.
+    const sendAtMs = request.send_at === undefined ? null : parseSendAt(request.send_at);
     const draft = sendDraft === undefined ? null : await draftToSend(c.env, { ...request, draft_id: sendDraft });
     const { account, message, tracking } = await composeMessage(c, draft?.body ?? request, mode);
     const role = mode === 'send' ? 'SENT' : 'DRAFTS';
@@ -27,6 +36,8 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
       .first<{ provider_id: string }>();
     if (mode === 'draft' && !folder)
       throw new ApiError('provider_rejected', 'The mailbox has no Drafts folder to save the draft in.');
+    if (sendAtMs !== null)
+      return scheduleComposed(c.env, request, { account, message, tracking }, folder?.provider_id ?? null, sendAtMs);
 
     // A place in the account's queue of sends before anything is stored: a full queue is a 429.
     const stub = accountObject(c.env, account.id);
@@ -103,7 +114,8 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
     }
     if (draft) await removeSentDraft(c.env, account.id, draft.emailId);
     return answer;
-  });
+  };
+  return idempotent(c, scope, request, work, scheduled ? 202 : 200);
 }
 
 export const sendEmail = new Hono<AppEnv>().post('/', (c) => sendOrSave(c, 'send'));

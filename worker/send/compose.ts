@@ -3,6 +3,7 @@
  * into the message the gateway sends (common/relay.ts OutgoingMessage): sender, reply threading,
  * text alternative, tracking.
  */
+import { SendAt } from './scheduled.ts';
 import { NOT_REMOVED } from '../accounts/removed.ts';
 import type { Context } from 'hono';
 import { z } from 'zod';
@@ -68,6 +69,7 @@ export const ComposeBody = z.strictObject({
     })
     .optional(),
   draft_id: z.string().optional(),
+  send_at: SendAt.optional(),
 });
 export type ComposeBody = z.infer<typeof ComposeBody>;
 

@@ -83,9 +83,10 @@ export async function idempotent<T extends object>(
   scope: string,
   validatedBody: unknown,
   work: (claim: Claim) => Promise<T>,
+  status: 200 | 202 = 200,
 ): Promise<Response> {
   const key = c.req.header(IDEMPOTENCY_HEADER);
-  if (key === undefined) return c.json(await work(UNCLAIMED));
+  if (key === undefined) return c.json(await work(UNCLAIMED), status);
   if (key.length === 0 || key.length > 255) throw invalid(`${IDEMPOTENCY_HEADER}: must be 1 to 255 characters`);
 
   const db = c.env.DB;
@@ -119,7 +120,7 @@ export async function idempotent<T extends object>(
     }
     const handedOn = row?.message_id && (row.status === 'unresolved' || row.status === 'in_progress');
     if (handedOn && (await resolveUnresolved(db, scope, key, row)) === 'released')
-      return idempotent(c, scope, validatedBody, work);
+      return idempotent(c, scope, validatedBody, work, status);
     const done = row?.status === 'completed' ? row : await completedRow(db, scope, key);
     if (done?.response_json) {
       return new Response(done.response_json, {
@@ -170,10 +171,10 @@ export async function idempotent<T extends object>(
   }
   const json = JSON.stringify(result);
   await db
-    .prepare(`UPDATE idempotency_keys SET status = 'completed', response_code = 200, response_json = ? WHERE ${mine}`)
-    .bind(json, scope, key, claimId)
+    .prepare(`UPDATE idempotency_keys SET status = 'completed', response_code = ?, response_json = ? WHERE ${mine}`)
+    .bind(status, json, scope, key, claimId)
     .run();
-  return new Response(json, { status: 200, headers: { 'Content-Type': 'application/json' } });
+  return new Response(json, { status, headers: { 'Content-Type': 'application/json' } });
 }
 
 async function completedRow(db: D1Database, scope: string, key: string) {

@@ -10,6 +10,7 @@
  * 3. Expired Idempotency-Key records, gateway call nonces and tracking windows are deleted, and events
  *    older than 30 days with their delivery log (events/feed.ts).
  */
+import { expiredScheduledCleanup } from '../send/scheduled.ts';
 import type { Env, WebhookQueueMessage } from '../env.ts';
 import { pruneStatements } from '../events/feed.ts';
 import { dispatchEvents } from '../events/outbox.ts';
@@ -76,7 +77,7 @@ export async function runSweep(env: Env, now: number = Date.now()): Promise<Swee
 
   const retries = await enqueueDueRetries(env, now);
 
-  const [keys, nonces, hits, , pruned] = await env.DB.batch([
+  const [keys, nonces, hits, scheduled, , pruned] = await env.DB.batch([
     env.DB.prepare(
       'DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE expires_at < ? LIMIT ?)',
     ).bind(now, SWEEP_LIMIT),
@@ -84,13 +85,14 @@ export async function runSweep(env: Env, now: number = Date.now()): Promise<Swee
       'DELETE FROM gateway_nonces WHERE nonce IN (SELECT nonce FROM gateway_nonces WHERE expires_ms < ? LIMIT ?)',
     ).bind(now, NONCE_SWEEP_LIMIT),
     trackingCleanup(env.DB, now, SWEEP_LIMIT),
+    expiredScheduledCleanup(env.DB, now, SWEEP_LIMIT),
     ...pruneStatements(env.DB, now, EVENT_PRUNE_LIMIT),
   ]);
   return {
     events: unsent.length,
     retries,
     idempotency_keys: keys!.meta.changes,
-    expired: nonces!.meta.changes + hits!.meta.changes,
+    expired: nonces!.meta.changes + hits!.meta.changes + scheduled!.meta.changes,
     events_pruned: pruned!.meta.changes,
   };
 }

@@ -119,6 +119,11 @@ export class AccountObject extends DurableObject<Env> {
     return this.store.loadInitialSync()?.plan();
   }
 
+  /** What a granted lease tells the gateway besides its mailbox's settings: one call to this object. */
+  leaseState() {
+    return { cursors: this.cursors(), initial_sync: this.initialSyncPlan(), orphans: this.orphanState() };
+  }
+
   /** What the gateway is told of emails in no folder (common/relay.ts `OrphanState`). */
   orphanState(): OrphanState {
     return { mark: this.store.orphanMark(), waiting: this.store.orphansWaiting() ?? false };

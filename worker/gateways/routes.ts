@@ -164,10 +164,8 @@ export const gatewayRoutes = new Hono<AppEnv>()
       granted: true,
       account_id: accountId,
       config: await mailboxConfig(c, row),
-      cursors: await stub.cursors(),
       lease_ttl_ms: leaseTtlMs(c.env),
-      initial_sync: await stub.initialSyncPlan(),
-      orphans: await stub.orphanState(),
+      ...(await stub.leaseState()),
     };
     return c.json(response);
   })

@@ -110,4 +110,26 @@ describe('the control socket', () => {
     expect(await claim).toEqual({ ok: true, result: null });
     second.ws.close(1000, 'done');
   });
+
+  it('answers a send the gateway says may have gone out as unanswered, and a refusal as the refusal', async () => {
+    const socket = await openSocket('gw-maybe');
+    const stub = gatewayObject(env, 'gw-maybe');
+    const request = (key: string) =>
+      stub.request(
+        { op: 'send', account_id: 'acc_00000000000000000000000000', mode: 'send', key, append_to: null },
+        10_000,
+      );
+    const lost = request('a'.repeat(20));
+    const refused = request('b'.repeat(20));
+    await vi.waitFor(() => expect(socket.requests()).toHaveLength(2));
+    const [first, second] = socket.requests();
+    const error = { kind: 'provider_error', detail: 'SMTP 127.0.0.1:25: timed out' };
+    socket.ws.send(
+      JSON.stringify({ type: 'response', id: first.id, ok: false, error: { ...error, may_have_sent: true } }),
+    );
+    socket.ws.send(JSON.stringify({ type: 'response', id: second.id, ok: false, error }));
+    expect(await lost).toMatchObject({ ok: false, kind: 'unanswered', detail: /may have taken it: .*timed out/ });
+    expect(await refused).toEqual({ ok: false, ...error });
+    socket.ws.close(1000, 'done');
+  });
 });

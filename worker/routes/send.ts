@@ -2,7 +2,7 @@
 import { Hono, type Context } from 'hono';
 import type { AppEnv } from '../env.ts';
 import { unwrap } from '../commands/holder.ts';
-import { ApiError, OutcomeUnknown, invalid } from '../lib/errors.ts';
+import { ApiError, invalid } from '../lib/errors.ts';
 import { newId } from '../lib/ids.ts';
 import { isoNow } from '../lib/time.ts';
 import { randomToken } from '../lib/crypto.ts';
@@ -81,24 +81,23 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
       await c.env.BLOBS.delete(key);
       throw err;
     }
-    try {
-      // The account's object owns the send from here, and records its outcome itself.
-      unwrap(
-        await stub.sendOutgoing(
-          admission.ticket,
-          { op: 'send', account_id: account.id, mode, key: name, append_to: folder?.provider_id ?? null },
-          message.message_id,
-        ),
-      );
-    } catch (err) {
-      // An answer from the gateway (or no gateway at all): nothing went out.
-      if (err instanceof ApiError && !(err instanceof OutcomeUnknown)) {
-        await forgetOutgoing(c.env.DB, account.id, message.message_id);
-        throw err;
-      }
-      // The gateway had it and did not answer, or the account's object failed under us: the
-      // record stays, so a late report or the synced copy settles it (send/idempotency.ts).
-      const reason = err instanceof OutcomeUnknown ? err.detail : 'The account object failed while sending.';
+    // The account's object owns the send from here, and records its outcome itself.
+    const outcome = await stub
+      .sendOutgoing(
+        admission.ticket,
+        { op: 'send', account_id: account.id, mode, key: name, append_to: folder?.provider_id ?? null },
+        message.message_id,
+      )
+      .catch(() => null);
+    if (outcome?.ok === false && outcome.nothing_sent) {
+      // Said to have sent nothing (a refusal, no gateway): the record and the key go.
+      await forgetOutgoing(c.env.DB, account.id, message.message_id);
+      unwrap(outcome);
+    }
+    if (!outcome?.ok) {
+      // Anything else (no answer, the account's object failing under us) is unknown: the record
+      // stays, so a late report or the synced copy settles it (send/idempotency.ts).
+      const reason = outcome ? outcome.detail : 'The account object failed while sending.';
       throw new SendUnresolved(account.id, message.message_id, answer, reason);
     }
     if (draft) await removeSentDraft(c.env, account.id, draft.emailId);

@@ -5,9 +5,10 @@
 import { runDurableObjectAlarm } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
+import { eventStatement, eventStatementIfLive, newEvent } from '../../worker/events/outbox.ts';
 import { deliveryOptions } from '../../worker/webhooks/schedule.ts';
 import { api } from './helpers.ts';
-import { leased, messageIn, rawMessage } from './sync-helpers.ts';
+import { createSyncedAccount, leased, messageIn, rawMessage } from './sync-helpers.ts';
 import { consume, createEndpoint, recordingEnv, subscriber } from './webhook-helpers.ts';
 
 const countOf = async (sql: string, ...params: unknown[]) =>
@@ -109,5 +110,26 @@ describe('removing an account', () => {
     expect((await api('GET', `/events?account_id=${id}`)).body.data.map((e: { type: string }) => e.type)).toEqual([
       'account.remove',
     ]);
+  });
+});
+
+describe('events of an account whose row is gone', () => {
+  it('are not shown in the feed, by id, or made by a late tracking hit', async () => {
+    const { id } = await createSyncedAccount();
+    const event = newEvent('email.new', id, { email_id: 'eml_x' });
+    await eventStatement(env.DB, event).run();
+    const visible = async () => {
+      const feed = await api('GET', `/events?account_id=${id}`);
+      expect(feed.status).toBe(200);
+      return (feed.body as { data: { id: string }[] }).data.map((e) => e.id);
+    };
+    expect(await visible()).toEqual([event.id]);
+    // A removal whose purge already deleted the account's row (and raced this event's write).
+    await env.DB.prepare('DELETE FROM accounts WHERE id = ?').bind(id).run();
+    expect(await visible()).toEqual([]);
+    expect((await api('GET', `/events/${event.id}`)).status).toBe(404);
+    const late = newEvent('tracking.open', id, {});
+    const made = await eventStatementIfLive(env.DB, { ...late, account_id: id }).run();
+    expect(made.meta.changes).toBe(0);
   });
 });

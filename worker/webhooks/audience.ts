@@ -4,7 +4,7 @@
  * before each call is made (delivery.ts), with the endpoint's URL, headers and secret read then, and
  * when an endpoint's filters change (routes/webhooks.ts), so a change reaches every call not started.
  */
-import { REMOVED_ACCOUNTS } from '../accounts/removed.ts';
+import { EVENT_OF_LIVE_ACCOUNT } from '../accounts/removed.ts';
 import { iso } from '../lib/time.ts';
 import { WAITING_STATUSES } from './conversations.ts';
 
@@ -17,7 +17,7 @@ export function endpointWants(type: string, account: string): string {
   return `we.enabled = 1
     AND EXISTS (SELECT 1 FROM json_each(we.trigger_events_json) WHERE value = ${type})
     AND (json_array_length(we.account_ids_json) = 0 OR EXISTS (SELECT 1 FROM json_each(we.account_ids_json) WHERE value = ${account}))
-    AND (${account} IS NULL OR ${account} NOT IN (${REMOVED_ACCOUNTS}))`;
+    AND ${EVENT_OF_LIVE_ACCOUNT(type, account)}`;
 }
 
 export interface CurrentEndpoint {

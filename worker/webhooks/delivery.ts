@@ -264,7 +264,7 @@ export function attemptDelivery(env: Env, options: DeliveryOptions, row: Deliver
 /** A conversation with its event and endpoint, or null (also for a removed account's event). */
 export function loadDeliveryRow(db: D1Database, conversationId: string): Promise<DeliveryRow | null> {
   return db
-    .prepare(`${DELIVERY_SELECT} WHERE c.id = ? AND ${visibleEvent('ev.account_id')}`)
+    .prepare(`${DELIVERY_SELECT} WHERE c.id = ? AND ${visibleEvent('ev.')}`)
     .bind(conversationId)
     .first<DeliveryRow>();
 }

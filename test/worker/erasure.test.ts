@@ -6,6 +6,7 @@ import { runDurableObjectAlarm } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { eventStatement, eventStatementIfLive, newEvent } from '../../worker/events/outbox.ts';
+import { requestHash } from '../../worker/send/idempotency.ts';
 import { deliveryOptions } from '../../worker/webhooks/schedule.ts';
 import { api } from './helpers.ts';
 import { createSyncedAccount, leased, messageIn, rawMessage } from './sync-helpers.ts';
@@ -131,5 +132,26 @@ describe('events of an account whose row is gone', () => {
     const late = newEvent('tracking.open', id, {});
     const made = await eventStatementIfLive(env.DB, { ...late, account_id: id }).run();
     expect(made.meta.changes).toBe(0);
+  });
+});
+
+describe('an Idempotency-Key of a removed account', () => {
+  it('no longer replays the stored answer: the account is unknown', async () => {
+    const { id } = await createSyncedAccount();
+    const body = { account_id: id, to: [{ identifier: 'bob@example.test' }], subject: 'x' };
+    const stored = { object: 'EmailSent', account_id: id, message_id: '<gone@example.test>' };
+    const now = Date.now();
+    await env.DB.prepare(
+      `INSERT INTO idempotency_keys (key, scope, request_hash, status, response_code, response_json, account_id, message_id, created_at, expires_at)
+       VALUES ('removed-1', 'POST /emails', ?, 'completed', 200, ?, ?, '<gone@example.test>', ?, ?)`,
+    )
+      .bind(await requestHash(body), JSON.stringify(stored), id, now, now + 86_400_000)
+      .run();
+    const replay = () => api('POST', '/emails', { body, headers: { 'Idempotency-Key': 'removed-1' } });
+    expect((await replay()).body).toEqual(stored);
+    await env.DB.prepare('UPDATE accounts SET removed_at_ms = ? WHERE id = ?').bind(now, id).run();
+    const after = await replay();
+    expect(after.status).toBe(404);
+    expect((after.body as { type: string }).type).toBe('errors/not_found');
   });
 });

@@ -17,7 +17,8 @@
 import type { Context } from 'hono';
 import type { AppEnv, Env } from '../env.ts';
 import { sha256Hex } from '../../common/crypto.ts';
-import { ApiError, OutcomeUnknown, errorBody, invalid } from '../lib/errors.ts';
+import { ApiError, OutcomeUnknown, errorBody, invalid, notFound } from '../lib/errors.ts';
+import { LIVE_ACCOUNT } from '../accounts/removed.ts';
 import { randomToken } from '../lib/crypto.ts';
 import { forgetOutgoing } from './outgoing.ts';
 
@@ -106,11 +107,14 @@ export async function idempotent<T extends object>(
   if (claim.meta.changes === 0) {
     const row = await db
       .prepare(
-        `SELECT request_hash, status, response_code, response_json, account_id, message_id, pending_json, created_at
+        `SELECT request_hash, status, response_code, response_json, account_id, message_id, pending_json, created_at,
+           ${LIVE_ACCOUNT('account_id')} AS account_live
          FROM idempotency_keys WHERE scope = ? AND key = ?`,
       )
       .bind(scope, key)
-      .first<KeyRow>();
+      .first<KeyRow & { account_live: number }>();
+    // A removed account's answers are not replayed: it is unknown from the moment it is removed.
+    if (row?.account_id && !row.account_live) throw notFound('Account');
     if (row && row.request_hash !== hash) {
       throw new ApiError(
         'idempotency_key_reused',

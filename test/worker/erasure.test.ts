@@ -5,6 +5,7 @@
 import { runDurableObjectAlarm } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
+import { purgeStep } from '../../worker/accounts/purge.ts';
 import { eventStatement, eventStatementIfLive, newEvent } from '../../worker/events/outbox.ts';
 import { requestHash } from '../../worker/send/idempotency.ts';
 import { deliveryOptions } from '../../worker/webhooks/schedule.ts';
@@ -153,5 +154,28 @@ describe('an Idempotency-Key of a removed account', () => {
     const after = await replay();
     expect(after.status).toBe(404);
     expect((after.body as { type: string }).type).toBe('errors/not_found');
+  });
+});
+
+describe('the purge of an event delivered to many endpoints', () => {
+  it('deletes its deliveries a chunk of rows at a time, and the event once none is left', async () => {
+    const { id } = await createSyncedAccount();
+    const event = newEvent('email.new', id, { email_id: 'eml_x' });
+    await eventStatement(env.DB, event).run();
+    await env.DB.prepare(
+      `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1500)
+       INSERT INTO webhook_conversations (id, endpoint_id, event_id, event_type, created_at, updated_at)
+       SELECT 'whc_' || i, 'we_' || i, ?, 'email.new', 'now', 'now' FROM n`,
+    )
+      .bind(event.id)
+      .run();
+    const left = async () => ({
+      deliveries: await countOf('SELECT COUNT(*) AS n FROM webhook_conversations WHERE event_id = ?', event.id),
+      events: await countOf('SELECT COUNT(*) AS n FROM events WHERE id = ?', event.id),
+    });
+    expect(await purgeStep(env, id)).toBe(false);
+    expect(await left()).toEqual({ deliveries: 500, events: 1 });
+    await purgeStep(env, id);
+    expect(await left()).toEqual({ deliveries: 0, events: 0 });
   });
 });

@@ -178,23 +178,21 @@ export class SendQueue {
   }
 
   private async settleLeftovers(): Promise<void> {
-    {
-      const left = this.sql
-        .exec<{ name: string; account_id: string; message_id: string; state: string }>(
-          'SELECT name, account_id, message_id, state FROM sends',
-        )
-        .toArray();
-      for (const send of left) {
-        if (send.state === 'accepted')
-          await settleOutgoing(
-            this.env.DB,
-            send.account_id,
-            send.message_id,
-            'failed',
-            "the account's object restarted before handing the message to a gateway; nothing was sent",
-          );
-        this.sql.exec('DELETE FROM sends WHERE name = ?', send.name);
-      }
+    const left = this.sql
+      .exec<{ name: string; account_id: string; message_id: string; state: string }>(
+        'SELECT name, account_id, message_id, state FROM sends',
+      )
+      .toArray();
+    for (const send of left) {
+      if (send.state === 'accepted')
+        await settleOutgoing(
+          this.env.DB,
+          send.account_id,
+          send.message_id,
+          'failed',
+          "the account's object restarted before handing the message to a gateway; nothing was sent",
+        );
+      this.sql.exec('DELETE FROM sends WHERE name = ?', send.name);
     }
   }
 }

@@ -6,7 +6,7 @@
  */
 import { EVENT_OF_LIVE_ACCOUNT } from '../accounts/removed.ts';
 import { iso } from '../lib/time.ts';
-import { WAITING_STATUSES } from './conversations.ts';
+import { dropWaitingSql } from './conversations.ts';
 
 /** What a call dropped for this reason says in the log. */
 export const NO_LONGER_WANTED =
@@ -44,10 +44,12 @@ export function currentEndpoint(
 export function dropUnwantedStatement(db: D1Database, endpointId: string, now: number): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE webhook_conversations SET status = 'dropped', next_attempt_at = NULL, last_error = ?1, updated_at = ?2
-       WHERE endpoint_id = ?3 AND status IN ${WAITING_STATUSES} AND NOT EXISTS (
-         SELECT 1 FROM webhook_endpoints we JOIN events ev ON ev.id = webhook_conversations.event_id
-         WHERE we.id = webhook_conversations.endpoint_id AND ${endpointWants('webhook_conversations.event_type', 'ev.account_id')})`,
+      dropWaitingSql(
+        'last_error = ?1, updated_at = ?2',
+        `endpoint_id = ?3 AND NOT EXISTS (
+           SELECT 1 FROM webhook_endpoints we JOIN events ev ON ev.id = webhook_conversations.event_id
+           WHERE we.id = webhook_conversations.endpoint_id AND ${endpointWants('webhook_conversations.event_type', 'ev.account_id')})`,
+      ),
     )
     .bind(NO_LONGER_WANTED, iso(now), endpointId);
 }

@@ -481,7 +481,12 @@ export const GatewayToWorker = z.discriminatedUnion('ok', [
     type: z.literal('response'),
     id: z.string(),
     ok: z.literal(false),
-    error: z.object({ kind: GatewayErrorKind, detail: z.string() }),
+    error: z.object({
+      kind: GatewayErrorKind,
+      detail: z.string(),
+      /** A send failed where the server may have taken the message anyway: its outcome is unknown. */
+      may_have_sent: z.boolean().optional(),
+    }),
   }),
 ]);
 export type GatewayToWorker = z.infer<typeof GatewayToWorker>;

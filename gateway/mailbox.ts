@@ -23,7 +23,7 @@ import { runFolderAction } from './folder-commands.ts';
 import { featuresOf, imapOptions, openImap } from './imap.ts';
 import { errorFields, type Logger } from './log.ts';
 import { mailHostTarget } from './mail-hosts.ts';
-import { loadMailComposer, loadNodemailer, smtpOptions } from './smtp.ts';
+import { DataPhaseWatch, loadMailComposer, loadNodemailer, smtpOptions } from './smtp.ts';
 
 /** What the commands need of the account's sync (gateway/account-sync.ts). */
 export interface SyncLink {
@@ -40,6 +40,9 @@ export class MailboxCommands {
   #sync: SyncLink;
   /** The SMTP connection of the current run of sends (login and TLS once, not per message). */
   #transport: Transporter | null = null;
+  #dataPhase = new DataPhaseWatch();
+  /** Sends go one at a time, so that the DATA phase watched is this send's. */
+  #smtpTurn: Promise<void> = Promise.resolve();
   #sending = 0;
   #idleTimer: NodeJS.Timeout | undefined;
   #closed = false;
@@ -124,35 +127,17 @@ export class MailboxCommands {
   }
 
   async #smtp(message: OutgoingMessage, raw: Buffer): Promise<void> {
-    const { smtp } = this.#config;
-    clearTimeout(this.#idleTimer);
-    const nodemailer = await loadNodemailer();
-    // The host is judged when the transport is made; its connections all go to that address.
-    const target = this.#transport
-      ? null
-      : await mailHostTarget(smtp.host).catch((err: unknown) => {
-          throw classifyError(err, 'SMTP', smtp.host, smtp.port);
-        });
-    this.#transport ??= nodemailer.createTransport({
-      ...smtpOptions(smtp, target!, this.#settings.connectTimeoutMs),
-      pool: true,
-      maxConnections: 1,
+    const previous = this.#smtpTurn;
+    let done = () => {};
+    this.#smtpTurn = new Promise<void>((resolve) => {
+      done = resolve;
     });
-    const transport = this.#transport;
-    const recipients = [...message.to, ...message.cc, ...message.bcc].map((a) => a.address);
     this.#sending++;
     try {
-      await transport.sendMail({ envelope: { from: message.from.address, to: recipients }, raw });
-    } catch (err) {
-      // Start the next send on a fresh connection.
-      if (this.#transport === transport) this.#closeSmtp();
-      else transport.close();
-      const failure = classifySendError(err, smtp.host, smtp.port);
-      // A refusal (a reply code) or a failed connect is final; a link broken mid-transaction is not.
-      const e = err as { responseCode?: unknown; command?: unknown };
-      failure.mayHaveSent = typeof e.responseCode !== 'number' && e.command !== 'CONN';
-      throw failure;
+      await previous;
+      await this.#smtpSend(message, raw);
     } finally {
+      done();
       this.#sending--;
       if (this.#sending === 0 && this.#transport) {
         clearTimeout(this.#idleTimer);
@@ -161,6 +146,42 @@ export class MailboxCommands {
         }, this.#settings.smtpIdleMs);
         this.#idleTimer.unref();
       }
+    }
+  }
+
+  async #smtpSend(message: OutgoingMessage, raw: Buffer): Promise<void> {
+    const { smtp } = this.#config;
+    clearTimeout(this.#idleTimer);
+    const nodemailer = await loadNodemailer();
+    if (!this.#transport) {
+      // The host is judged when the transport is made; its connections all go to that address.
+      const target = await mailHostTarget(smtp.host).catch((err: unknown) => {
+        throw classifyError(err, 'SMTP', smtp.host, smtp.port);
+      });
+      this.#dataPhase = new DataPhaseWatch();
+      this.#transport = nodemailer.createTransport({
+        ...smtpOptions(smtp, target, this.#settings.connectTimeoutMs),
+        pool: true,
+        maxConnections: 1,
+        transactionLog: true,
+        logger: this.#dataPhase.logger,
+      });
+    }
+    const transport = this.#transport;
+    const dataPhase = this.#dataPhase;
+    const recipients = [...message.to, ...message.cc, ...message.bcc].map((a) => a.address);
+    dataPhase.begun = false;
+    try {
+      await transport.sendMail({ envelope: { from: message.from.address, to: recipients }, raw });
+    } catch (err) {
+      // Start the next send on a fresh connection.
+      if (this.#transport === transport) this.#closeSmtp();
+      else transport.close();
+      const failure = classifySendError(err, smtp.host, smtp.port);
+      // A reply code is the server's final word; a failure before DATA (connect, TLS, login, MAIL,
+      // RCPT) handed nothing over; a link lost from DATA on may have delivered the message.
+      failure.mayHaveSent = typeof (err as { responseCode?: unknown }).responseCode !== 'number' && dataPhase.begun;
+      throw failure;
     }
   }
 

@@ -30,3 +30,21 @@ export function smtpOptions(server: ServerConfig, target: MailHostTarget, timeou
     logger: false,
   };
 }
+
+/**
+ * Tells whether the current send reached its DATA phase, from nodemailer's transaction log (the
+ * commands only; nothing of it is kept). nodemailer labels every socket timeout or reset `CONN`
+ * whatever the stage, so the stage is watched here: a link lost before DATA handed nothing over;
+ * after it, the server may have taken the message.
+ */
+export class DataPhaseWatch {
+  begun = false;
+  readonly logger = Object.fromEntries(
+    ['trace', 'debug', 'info', 'warn', 'error', 'fatal'].map((level) => [
+      level,
+      (entry: { tnx?: unknown } | undefined, message?: unknown) => {
+        if (entry?.tnx === 'client' && /^(DATA|BDAT)\b/i.test(String(message ?? ''))) this.begun = true;
+      },
+    ]),
+  );
+}

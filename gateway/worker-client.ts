@@ -354,7 +354,7 @@ export class WorkerClient {
         id: message.id,
         ok: false,
         error: known
-          ? { kind: err.kind, detail: err.message }
+          ? { kind: err.kind, detail: err.message, ...(err.mayHaveSent ? { may_have_sent: true } : {}) }
           : { kind: 'unexpected_error', detail: 'the gateway failed to handle the request' },
       };
     }

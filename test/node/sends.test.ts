@@ -1,10 +1,12 @@
 // The gateway sends each outgoing message at most once, however often the Worker asks, and reports
 // an outcome only when it is known (gateway/sends.ts).
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import type { OutgoingMessage, SendOutcome } from '../../common/relay.ts';
+import { DEFAULT_SYNC } from '../../gateway/config.ts';
 import { GatewayError } from '../../gateway/errors.ts';
 import { createLogger } from '../../gateway/log.ts';
-import type { MailboxCommands } from '../../gateway/mailbox.ts';
+import { MailboxCommands } from '../../gateway/mailbox.ts';
 import { OutgoingSends } from '../../gateway/sends.ts';
 import type { WorkerClient } from '../../gateway/worker-client.ts';
 
@@ -66,5 +68,140 @@ describe('OutgoingSends', () => {
     await new Promise((r) => setTimeout(r, 10));
     expect(broken.reports).toEqual([]);
     expect(broken.sends()).toBe(1);
+  });
+});
+
+/**
+ * A scripted SMTP server: answers the envelope, then, at `failAt`, goes silent or resets the
+ * connection (at `body`: after taking the whole message, before its final reply).
+ */
+async function fakeSmtp(failAt: 'rcpt' | 'body', how: 'stall' | 'reset') {
+  const sockets = new Set<Socket>();
+  const seen: string[] = [];
+  const fail = (socket: Socket) => {
+    if (how === 'reset') socket.resetAndDestroy();
+  };
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    let buffer = '';
+    let inData = false;
+    socket.on('error', () => {});
+    socket.write('220 fake.test ESMTP\r\n');
+    socket.on('data', (chunk) => {
+      buffer += chunk.toString('latin1');
+      for (;;) {
+        if (inData) {
+          const end = buffer.indexOf('\r\n.\r\n');
+          if (end < 0) return;
+          buffer = buffer.slice(end + 5);
+          inData = false;
+          seen.push('body');
+          fail(socket);
+          return;
+        }
+        const eol = buffer.indexOf('\r\n');
+        if (eol < 0) return;
+        const line = buffer.slice(0, eol);
+        buffer = buffer.slice(eol + 2);
+        const verb = line.split(' ')[0]?.toUpperCase() ?? '';
+        seen.push(verb);
+        if (verb === 'EHLO') socket.write('250-fake.test\r\n250-AUTH PLAIN\r\n250 8BITMIME\r\n');
+        else if (verb === 'AUTH') socket.write('235 ok\r\n');
+        else if (verb === 'MAIL') socket.write('250 ok\r\n');
+        else if (verb === 'RCPT') {
+          if (failAt === 'rcpt') return fail(socket);
+          socket.write('250 ok\r\n');
+        } else if (verb === 'DATA') {
+          inData = true;
+          socket.write('354 go ahead\r\n');
+        } else if (verb === 'QUIT') socket.end('221 bye\r\n');
+        else socket.write('502 no\r\n');
+      }
+    });
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  const stop = async () => {
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  };
+  return { port, seen, stop };
+}
+
+function commandsFor(port: number): MailboxCommands {
+  const server = { host: '127.0.0.1', port, encryption: 'NONE', user: 'me@example.test', password: 'pw' } as const;
+  return new MailboxCommands(
+    { email: 'me@example.test', display_name: null, imap: server, smtp: server },
+    { ...DEFAULT_SYNC, connectTimeoutMs: 300 },
+    createLogger('error'),
+    { commandConnection: () => null, changed: () => {} },
+  );
+}
+
+const outgoing: OutgoingMessage = {
+  message_id: '<m2@example.test>',
+  from: { name: '', address: 'me@example.test' },
+  to: [{ name: '', address: 'you@example.test' }],
+  cc: [],
+  bcc: [],
+  subject: 'Hello',
+  html: '',
+  text: 'Hello there',
+  in_reply_to: null,
+  references: [],
+  headers: [],
+  attachments: [],
+};
+
+describe('MailboxCommands.send over a failing SMTP link', () => {
+  for (const how of ['stall', 'reset'] as const) {
+    it(`counts a server that took the body and then ${how}s as may have sent`, async () => {
+      const server = await fakeSmtp('body', how);
+      const commands = commandsFor(server.port);
+      try {
+        const failure = await commands.send('send', outgoing, null).then(
+          () => null,
+          (err: unknown) => err,
+        );
+        expect(failure).toBeInstanceOf(GatewayError);
+        expect(server.seen).toContain('body');
+        expect((failure as GatewayError).mayHaveSent).toBe(true);
+      } finally {
+        commands.close();
+        await server.stop();
+      }
+    });
+
+    it(`counts a link that ${how}s before DATA as not sent`, async () => {
+      const server = await fakeSmtp('rcpt', how);
+      const commands = commandsFor(server.port);
+      try {
+        const failure = await commands.send('send', outgoing, null).then(
+          () => null,
+          (err: unknown) => err,
+        );
+        expect(failure).toBeInstanceOf(GatewayError);
+        expect(server.seen).toContain('RCPT');
+        expect(server.seen).not.toContain('DATA');
+        expect((failure as GatewayError).mayHaveSent).toBe(false);
+      } finally {
+        commands.close();
+        await server.stop();
+      }
+    });
+  }
+
+  it('counts a refused connection as not sent', async () => {
+    const server = await fakeSmtp('rcpt', 'reset');
+    await server.stop();
+    const commands = commandsFor(server.port);
+    try {
+      const failure = await commands.send('send', outgoing, null).catch((err: unknown) => err);
+      expect(failure).toBeInstanceOf(GatewayError);
+      expect((failure as GatewayError).mayHaveSent).toBe(false);
+    } finally {
+      commands.close();
+    }
   });
 });

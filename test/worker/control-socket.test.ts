@@ -2,31 +2,11 @@
  * The GatewayObject's sockets: requests belong to the socket they were sent on, a new socket of the
  * same gateway does not fail them, and the heartbeat is answered without the object's code.
  */
-import { env, exports } from 'cloudflare:workers';
+import { env } from 'cloudflare:workers';
 import { describe, expect, it, vi } from 'vitest';
 import { PING, PONG } from '../../common/heartbeat.ts';
-import { GATEWAY_SIGNATURE_HEADER, signRequest } from '../../common/signing.ts';
 import { gatewayObject } from '../../worker/durable/gateway-stub.ts';
-import { GATEWAY_SECRET } from './sync-helpers.ts';
-
-/** The gateway's side of a control socket: what it received, and whether the Worker closed it. */
-async function openSocket(gatewayId: string, instance = `proc-${gatewayId}`) {
-  const path = `/internal/gateway/connect?gateway_id=${gatewayId}&instance=${instance}`;
-  const signature = await signRequest(GATEWAY_SECRET, { method: 'GET', path, body: '' });
-  const response = await exports.default.fetch(`https://mail.example.com${path}`, {
-    headers: { Upgrade: 'websocket', [GATEWAY_SIGNATURE_HEADER]: signature },
-  });
-  expect(response.status).toBe(101);
-  const ws = response.webSocket!;
-  ws.accept();
-  const received: string[] = [];
-  const state = { closed: false };
-  ws.addEventListener('message', (e) => received.push(String(e.data)));
-  ws.addEventListener('close', () => {
-    state.closed = true;
-  });
-  return { ws, received, state, requests: () => received.filter((m) => m !== PONG).map((m) => JSON.parse(m)) };
-}
+import { openSocket } from './gateway-socket.ts';
 
 describe('the control socket', () => {
   it('answers pings with pongs', async () => {
@@ -109,5 +89,27 @@ describe('the control socket', () => {
     expect(await flags).toEqual({ ok: true, result: null });
     expect(await claim).toEqual({ ok: true, result: null });
     second.ws.close(1000, 'done');
+  });
+
+  it('answers a send the gateway says may have gone out as unanswered, and a refusal as the refusal', async () => {
+    const socket = await openSocket('gw-maybe');
+    const stub = gatewayObject(env, 'gw-maybe');
+    const request = (key: string) =>
+      stub.request(
+        { op: 'send', account_id: 'acc_00000000000000000000000000', mode: 'send', key, append_to: null },
+        10_000,
+      );
+    const lost = request('a'.repeat(20));
+    const refused = request('b'.repeat(20));
+    await vi.waitFor(() => expect(socket.requests()).toHaveLength(2));
+    const [first, second] = socket.requests();
+    const error = { kind: 'provider_error', detail: 'SMTP 127.0.0.1:25: timed out' };
+    socket.ws.send(
+      JSON.stringify({ type: 'response', id: first.id, ok: false, error: { ...error, may_have_sent: true } }),
+    );
+    socket.ws.send(JSON.stringify({ type: 'response', id: second.id, ok: false, error }));
+    expect(await lost).toMatchObject({ ok: false, kind: 'unanswered', detail: /may have taken it: .*timed out/ });
+    expect(await refused).toEqual({ ok: false, ...error });
+    socket.ws.close(1000, 'done');
   });
 });

@@ -5,9 +5,12 @@
 import { runDurableObjectAlarm } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
+import { purgeStep } from '../../worker/accounts/purge.ts';
+import { eventStatement, eventStatementIfLive, newEvent } from '../../worker/events/outbox.ts';
+import { requestHash } from '../../worker/send/idempotency.ts';
 import { deliveryOptions } from '../../worker/webhooks/schedule.ts';
 import { api } from './helpers.ts';
-import { leased, messageIn, rawMessage } from './sync-helpers.ts';
+import { createSyncedAccount, leased, messageIn, rawMessage } from './sync-helpers.ts';
 import { consume, createEndpoint, recordingEnv, subscriber } from './webhook-helpers.ts';
 
 const countOf = async (sql: string, ...params: unknown[]) =>
@@ -109,5 +112,70 @@ describe('removing an account', () => {
     expect((await api('GET', `/events?account_id=${id}`)).body.data.map((e: { type: string }) => e.type)).toEqual([
       'account.remove',
     ]);
+  });
+});
+
+describe('events of an account whose row is gone', () => {
+  it('are not shown in the feed, by id, or made by a late tracking hit', async () => {
+    const { id } = await createSyncedAccount();
+    const event = newEvent('email.new', id, { email_id: 'eml_x' });
+    await eventStatement(env.DB, event).run();
+    const visible = async () => {
+      const feed = await api('GET', `/events?account_id=${id}`);
+      expect(feed.status).toBe(200);
+      return (feed.body as { data: { id: string }[] }).data.map((e) => e.id);
+    };
+    expect(await visible()).toEqual([event.id]);
+    // A removal whose purge already deleted the account's row (and raced this event's write).
+    await env.DB.prepare('DELETE FROM accounts WHERE id = ?').bind(id).run();
+    expect(await visible()).toEqual([]);
+    expect((await api('GET', `/events/${event.id}`)).status).toBe(404);
+    const late = newEvent('tracking.open', id, {});
+    const made = await eventStatementIfLive(env.DB, { ...late, account_id: id }).run();
+    expect(made.meta.changes).toBe(0);
+  });
+});
+
+describe('an Idempotency-Key of a removed account', () => {
+  it('no longer replays the stored answer: the account is unknown', async () => {
+    const { id } = await createSyncedAccount();
+    const body = { account_id: id, to: [{ identifier: 'bob@example.test' }], subject: 'x' };
+    const stored = { object: 'EmailSent', account_id: id, message_id: '<gone@example.test>' };
+    const now = Date.now();
+    await env.DB.prepare(
+      `INSERT INTO idempotency_keys (key, scope, request_hash, status, response_code, response_json, account_id, message_id, created_at, expires_at)
+       VALUES ('removed-1', 'POST /emails', ?, 'completed', 200, ?, ?, '<gone@example.test>', ?, ?)`,
+    )
+      .bind(await requestHash(body), JSON.stringify(stored), id, now, now + 86_400_000)
+      .run();
+    const replay = () => api('POST', '/emails', { body, headers: { 'Idempotency-Key': 'removed-1' } });
+    expect((await replay()).body).toEqual(stored);
+    await env.DB.prepare('UPDATE accounts SET removed_at_ms = ? WHERE id = ?').bind(now, id).run();
+    const after = await replay();
+    expect(after.status).toBe(404);
+    expect((after.body as { type: string }).type).toBe('errors/not_found');
+  });
+});
+
+describe('the purge of an event delivered to many endpoints', () => {
+  it('deletes its deliveries a chunk of rows at a time, and the event once none is left', async () => {
+    const { id } = await createSyncedAccount();
+    const event = newEvent('email.new', id, { email_id: 'eml_x' });
+    await eventStatement(env.DB, event).run();
+    await env.DB.prepare(
+      `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1500)
+       INSERT INTO webhook_conversations (id, endpoint_id, event_id, event_type, created_at, updated_at)
+       SELECT 'whc_' || i, 'we_' || i, ?, 'email.new', 'now', 'now' FROM n`,
+    )
+      .bind(event.id)
+      .run();
+    const left = async () => ({
+      deliveries: await countOf('SELECT COUNT(*) AS n FROM webhook_conversations WHERE event_id = ?', event.id),
+      events: await countOf('SELECT COUNT(*) AS n FROM events WHERE id = ?', event.id),
+    });
+    expect(await purgeStep(env, id)).toBe(false);
+    expect(await left()).toEqual({ deliveries: 500, events: 1 });
+    await purgeStep(env, id);
+    expect(await left()).toEqual({ deliveries: 0, events: 0 });
   });
 });

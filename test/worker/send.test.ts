@@ -2,13 +2,14 @@
 // and bounces arriving through the account object.
 import { env } from 'cloudflare:workers';
 import { exports } from 'cloudflare:workers';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { applyTracking, clickUrl, openUrl, verifyTrackingSignature } from '../../worker/tracking/links.ts';
 import { fromBase64 } from '../../worker/lib/crypto.ts';
 import { newId } from '../../worker/lib/ids.ts';
 import { normalizeAddress } from '../../worker/ingest/parse.ts';
 import { recordOutgoing } from '../../worker/send/outgoing.ts';
 import { requestHash } from '../../worker/send/idempotency.ts';
+import { openSocket } from './gateway-socket.ts';
 import { api, expectError } from './helpers.ts';
 import { createSyncedAccount, gatewayCall, messageIn, outbox, rawMessage } from './sync-helpers.ts';
 
@@ -469,5 +470,72 @@ describe('bounces through the account object', () => {
     const { events } = await ingest(corpus);
     expect(events.filter((e) => e.type === 'email.new').length).toBeGreaterThan(100);
     expect(events.filter((e) => e.type === 'email.new.bounce')).toEqual([]);
+  });
+});
+
+describe('a send handed to the gateway holding the account', () => {
+  async function handedSend(gatewayId: string, key: string) {
+    const { id, stub } = await createSyncedAccount();
+    expect((await stub.acquireLease(gatewayId)).granted).toBe(true);
+    const socket = await openSocket(gatewayId);
+    const body = { account_id: id, to: [{ identifier: 'bob@example.test' }], subject: key };
+    const response = send(body, { 'Idempotency-Key': key });
+    await vi.waitFor(() => expect(socket.requests().some((r) => r.request.op === 'send')).toBe(true), {
+      timeout: 10_000,
+    });
+    const request = socket.requests().find((r) => r.request.op === 'send');
+    const answer = (reply: object) => socket.ws.send(JSON.stringify({ type: 'response', id: request.id, ...reply }));
+    return { id, socket, body, response, answer };
+  }
+  const keyRow = (key: string) =>
+    env.DB.prepare('SELECT status FROM idempotency_keys WHERE key = ?').bind(key).first<{ status: string }>();
+  const records = (accountId: string) =>
+    env.DB.prepare('SELECT outcome FROM outgoing_messages WHERE account_id = ?')
+      .bind(accountId)
+      .all<{ outcome: string }>()
+      .then((r) => r.results);
+
+  it("answers the gateway's result even when recording it fails, and keeps the record and the key", {
+    timeout: 30_000,
+  }, async () => {
+    // The outcome cannot be written: the send went out all the same.
+    await env.DB.prepare(
+      `CREATE TRIGGER IF NOT EXISTS settle_fails BEFORE UPDATE OF outcome ON outgoing_messages
+       WHEN NEW.outcome = 'sent' BEGIN SELECT RAISE(ABORT, 'storage unavailable'); END`,
+    ).run();
+    try {
+      const t = await handedSend('gw-settle', 'settle-fails');
+      t.answer({ ok: true, result: { message_id: '<x@example.test>' } });
+      const res = await t.response;
+      expect(res.status).toBe(200);
+      expect(await keyRow('settle-fails')).toEqual({ status: 'completed' });
+      expect(await records(t.id)).toEqual([{ outcome: 'pending' }]);
+      t.socket.ws.close(1000, 'done');
+    } finally {
+      await env.DB.prepare('DROP TRIGGER IF EXISTS settle_fails').run();
+    }
+  });
+
+  it('forgets the record and frees the key only when the gateway refused the message', {
+    timeout: 30_000,
+  }, async () => {
+    const refused = await handedSend('gw-refuses', 'refused-1');
+    refused.answer({ ok: false, error: { kind: 'provider_rejected', detail: 'SMTP server refused the message: 554' } });
+    expect((await refused.response).status).toBeGreaterThanOrEqual(400);
+    expect(await keyRow('refused-1')).toBeNull();
+    expect(await records(refused.id)).toEqual([]);
+    refused.socket.ws.close(1000, 'done');
+
+    const lost = await handedSend('gw-lost', 'lost-1');
+    lost.answer({
+      ok: false,
+      error: { kind: 'provider_error', detail: 'SMTP 127.0.0.1:465: timed out', may_have_sent: true },
+    });
+    const res = await lost.response;
+    expectError(res, 502, 'provider_error');
+    expect((res.body as { detail: string }).detail).toMatch(/may still go out/);
+    expect(await keyRow('lost-1')).toEqual({ status: 'unresolved' });
+    expect(await records(lost.id)).toEqual([{ outcome: 'pending' }]);
+    lost.socket.ws.close(1000, 'done');
   });
 });

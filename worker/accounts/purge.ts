@@ -35,8 +35,12 @@ export const PURGE_ACCOUNT_ROWS_SQL = [
   `DELETE FROM tracking_hits WHERE tracking_id IN (SELECT tracking_id FROM outgoing_messages WHERE rowid IN (${OUTGOING_CHUNK}))`,
   `DELETE FROM outgoing_messages WHERE rowid IN (${OUTGOING_CHUNK})`,
   `DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
-  `DELETE FROM webhook_conversations WHERE event_id IN (SELECT id FROM events WHERE rowid IN (${EVENTS_CHUNK}))`,
-  `DELETE FROM events WHERE rowid IN (${EVENTS_CHUNK})`,
+  // An event has a delivery per endpoint: its deliveries go a chunk of rows at a time, and an event
+  // only once none of its deliveries is left.
+  `DELETE FROM webhook_conversations WHERE rowid IN (SELECT c.rowid FROM webhook_conversations c
+     WHERE c.event_id IN (SELECT id FROM events WHERE rowid IN (${EVENTS_CHUNK})) LIMIT ${PURGE_ROWS})`,
+  `DELETE FROM events WHERE rowid IN (${EVENTS_CHUNK})
+     AND NOT EXISTS (SELECT 1 FROM webhook_conversations c WHERE c.event_id = events.id)`,
   `DELETE FROM folders WHERE rowid IN (SELECT rowid FROM folders WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
   `DELETE FROM scheduled_emails WHERE rowid IN (SELECT rowid FROM scheduled_emails WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
 ] as const;

@@ -7,7 +7,7 @@ import type { GatewayRequest } from '../../common/relay.ts';
 import type { Lease } from '../durable/lease.ts';
 import type { Env } from '../env.ts';
 import { callGateway } from '../gateways/registry.ts';
-import { ApiError, OutcomeUnknown, isErrorKind, type ErrorKind } from '../lib/errors.ts';
+import { ApiError, NothingSent, OutcomeUnknown, isErrorKind, type ErrorKind } from '../lib/errors.ts';
 import { gatewayObject } from '../durable/gateway-stub.ts';
 
 /** Time budgets: mailbox actions answer within ~20 s; a send (up to 30 MB over SMTP) may take longer. */
@@ -28,16 +28,20 @@ export function sendBudget(env: Env): { waitMs: number; timeoutMs: number } {
 
 const POLL_MS = 250;
 
-/** An answer across Durable Object RPC: errors are returned, not thrown (thrown ones are logged as uncaught). */
+/**
+ * An answer across Durable Object RPC: errors are returned, not thrown (thrown ones are logged as
+ * uncaught). `nothing_sent`: a send that certainly handed nothing over (see NothingSent).
+ */
 export type CommandAnswer<T> =
   | { ok: true; value: T }
-  | { ok: false; kind: ErrorKind; detail: string; outcome_unknown?: boolean };
+  | { ok: false; kind: ErrorKind; detail: string; outcome_unknown?: boolean; nothing_sent?: boolean };
 
 export async function answerOf<T>(work: () => Promise<T>): Promise<CommandAnswer<T>> {
   try {
     return { ok: true, value: await work() };
   } catch (err) {
     if (err instanceof OutcomeUnknown) return { ok: false, kind: err.kind, detail: err.detail, outcome_unknown: true };
+    if (err instanceof NothingSent) return { ok: false, kind: err.kind, detail: err.detail, nothing_sent: true };
     if (err instanceof ApiError) return { ok: false, kind: err.kind, detail: err.detail };
     console.error('account command failed:', err instanceof Error ? err.stack : String(err));
     return {

@@ -25,7 +25,7 @@ import { isoNow } from '../lib/time.ts';
 /**
  * What a request answered: its result, the gateway's error (kind + detail), `unavailable` when it
  * never reached a gateway, or `unanswered` when it went out but no answer came in time (the gateway
- * may have carried it out). Returned, never thrown: errors thrown across RPC are logged as uncaught.
+ * may have carried it out) or the gateway answered that the server may have taken the message. Returned, never thrown: errors thrown across RPC are logged as uncaught.
  */
 export type GatewayAnswer =
   | { ok: true; result: unknown }
@@ -121,7 +121,9 @@ export class GatewayObject extends DurableObject<Env> {
         parsed.id,
         parsed.ok
           ? { ok: true, result: parsed.result }
-          : { ok: false, kind: parsed.error.kind, detail: parsed.error.detail },
+          : parsed.error.may_have_sent
+            ? { ok: false, kind: 'unanswered', detail: `the mail server may have taken it: ${parsed.error.detail}` }
+            : { ok: false, kind: parsed.error.kind, detail: parsed.error.detail },
       );
     }
     // A superseded socket is closed once its last request is answered.

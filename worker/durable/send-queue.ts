@@ -13,7 +13,7 @@
 import { OutgoingResult, type GatewayRequest } from '../../common/relay.ts';
 import { answerOf, callHolder, sendBudget, type CommandAnswer } from '../commands/holder.ts';
 import type { Env } from '../env.ts';
-import { ApiError, OutcomeUnknown } from '../lib/errors.ts';
+import { ApiError, NothingSent, OutcomeUnknown } from '../lib/errors.ts';
 import { outgoingBlobKey, settleOutgoing } from '../send/outgoing.ts';
 import type { Lease } from './lease.ts';
 
@@ -113,6 +113,11 @@ export class SendQueue {
     });
   }
 
+  /**
+   * Hands the send to the gateway and records its outcome. Only a failure known to have sent nothing
+   * is thrown as NothingSent; anything else once the gateway may have it is unknown. A failure to
+   * record the outcome does not change the answer: the gateway's report or the synced copy settles it.
+   */
   private async carryOut(
     request: SendRequest,
     messageId: string,
@@ -122,25 +127,34 @@ export class SendQueue {
     const answer = await answerOf(async () => {
       const left = deadline - Date.now();
       if (left < MIN_TURN_MS)
-        throw new ApiError(
+        throw new NothingSent(
           'provider_error',
           "The send waited in the account's queue past its time budget (SEND_TIMEOUT_SECONDS) behind earlier sends; nothing was sent. Send it again.",
         );
       this.sql.exec("UPDATE sends SET state = 'handed' WHERE name = ?", request.key);
+      let result: unknown;
       try {
         const waitMs = Math.min(sendBudget(this.env).waitMs, left - MIN_TURN_MS);
-        return OutgoingResult.parse(await callHolder(this.env, lease, request, { waitMs, deadline }));
+        result = await callHolder(this.env, lease, request, { waitMs, deadline });
       } catch (err) {
-        if (err instanceof ApiError) throw err;
-        // Anything else once the gateway may have it (a malformed answer, a platform error): unknown.
+        if (err instanceof OutcomeUnknown) throw err;
+        // A gateway's refusal, or no gateway to hand it to.
+        if (err instanceof ApiError) throw new NothingSent(err.kind, err.detail, err.headers);
         throw new OutcomeUnknown(`The send's answer could not be read: ${(err as Error).message}.`);
       }
+      const parsed = OutgoingResult.safeParse(result);
+      if (!parsed.success) throw new OutcomeUnknown(`The send's answer could not be read: ${parsed.error.message}.`);
+      return parsed.data;
     });
-    if (answer.ok) await settleOutgoing(this.env.DB, request.account_id, messageId, 'sent');
-    else if (!answer.outcome_unknown)
-      await settleOutgoing(this.env.DB, request.account_id, messageId, 'failed', answer.detail);
+    const outcome = answer.ok ? 'sent' : answer.nothing_sent ? 'failed' : null;
+    if (outcome) {
+      await settleOutgoing(this.env.DB, request.account_id, messageId, outcome, answer.ok ? null : answer.detail).catch(
+        (err: unknown) => console.error('could not record a send outcome:', err instanceof Error ? err.message : err),
+      );
+    }
     if (answer.ok) return answer.value;
-    throw answer.outcome_unknown ? new OutcomeUnknown(answer.detail) : new ApiError(answer.kind, answer.detail);
+    if (answer.nothing_sent) throw new NothingSent(answer.kind, answer.detail);
+    throw new OutcomeUnknown(answer.detail);
   }
 
   private record(request: SendRequest, messageId: string, state: 'accepted', acceptedMs: number): void {
@@ -164,23 +178,21 @@ export class SendQueue {
   }
 
   private async settleLeftovers(): Promise<void> {
-    {
-      const left = this.sql
-        .exec<{ name: string; account_id: string; message_id: string; state: string }>(
-          'SELECT name, account_id, message_id, state FROM sends',
-        )
-        .toArray();
-      for (const send of left) {
-        if (send.state === 'accepted')
-          await settleOutgoing(
-            this.env.DB,
-            send.account_id,
-            send.message_id,
-            'failed',
-            "the account's object restarted before handing the message to a gateway; nothing was sent",
-          );
-        this.sql.exec('DELETE FROM sends WHERE name = ?', send.name);
-      }
+    const left = this.sql
+      .exec<{ name: string; account_id: string; message_id: string; state: string }>(
+        'SELECT name, account_id, message_id, state FROM sends',
+      )
+      .toArray();
+    for (const send of left) {
+      if (send.state === 'accepted')
+        await settleOutgoing(
+          this.env.DB,
+          send.account_id,
+          send.message_id,
+          'failed',
+          "the account's object restarted before handing the message to a gateway; nothing was sent",
+        );
+      this.sql.exec('DELETE FROM sends WHERE name = ?', send.name);
     }
   }
 }

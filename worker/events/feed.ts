@@ -5,7 +5,7 @@
  * are kept 30 days (pruned by the minute sweep, webhooks/sweep.ts).
  */
 import { z } from 'zod';
-import { REMOVED_ACCOUNTS } from '../accounts/removed.ts';
+import { EVENT_OF_LIVE_ACCOUNT } from '../accounts/removed.ts';
 import { invalid, notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { cursorList, cursorPaging, decodeCursor } from '../lib/paging.ts';
@@ -45,8 +45,8 @@ const COLUMNS = 'id, type, account_id, data_json, created_at, seq';
  * A removed account's events leave the API at once (its purge then deletes them); its
  * `account.remove`, written when its row goes, is the one that stays.
  */
-export const visibleEvent = (column: string) => `(${column} IS NULL OR ${column} NOT IN (${REMOVED_ACCOUNTS}))`;
-const VISIBLE_EVENT = visibleEvent('account_id');
+export const visibleEvent = (prefix: '' | 'ev.') => EVENT_OF_LIVE_ACCOUNT(`${prefix}type`, `${prefix}account_id`);
+const VISIBLE_EVENT = visibleEvent('');
 
 export const presentEvent = (row: StoredEvent) => eventEnvelope(row, null).payload;
 

@@ -5,6 +5,7 @@
  * re-sends the row whatever went wrong (crash, queue outage, a consumer failing past the queue's
  * retries): at-least-once, with a stable event id (docs/delivery.md).
  */
+import { LIVE_ACCOUNT } from '../accounts/removed.ts';
 import type { Env } from '../env.ts';
 import { newId } from '../lib/ids.ts';
 import { chunks, PARAM_CHUNK, placeholders, QUEUE_BATCH } from '../lib/sql.ts';
@@ -38,6 +39,16 @@ export const dataJson = (data: unknown): string =>
 export function eventStatement(db: D1Database, event: OutboxEvent): D1PreparedStatement {
   return db
     .prepare('INSERT INTO events (id, type, account_id, data_json, created_at) VALUES (?, ?, ?, ?, ?)')
+    .bind(event.id, event.type, event.account_id, dataJson(event.data), event.created_at);
+}
+
+/** The event's INSERT, made only while its account exists and is not being removed (0 changes otherwise). */
+export function eventStatementIfLive(db: D1Database, event: OutboxEvent & { account_id: string }): D1PreparedStatement {
+  return db
+    .prepare(
+      `INSERT INTO events (id, type, account_id, data_json, created_at)
+       SELECT ?1, ?2, ?3, ?4, ?5 WHERE ${LIVE_ACCOUNT('?3')}`,
+    )
     .bind(event.id, event.type, event.account_id, dataJson(event.data), event.created_at);
 }
 

@@ -22,7 +22,8 @@ export async function callGateway(
   if (answer.ok) return answer.result;
   if (answer.kind === 'unavailable')
     throw new ApiError('provider_error', `The mail gateway could not be reached: ${answer.detail}.`);
-  if (answer.kind === 'unanswered') throw new OutcomeUnknown(`The mail gateway did not answer: ${answer.detail}.`);
+  if (answer.kind === 'unanswered')
+    throw new OutcomeUnknown(`The outcome at the mail gateway is unknown: ${answer.detail}.`);
   if (answer.kind === 'private_host') throw privateHostError(answer.detail);
   throw new ApiError(answer.kind, answer.detail);
 }

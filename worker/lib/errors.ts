@@ -61,6 +61,13 @@ export class OutcomeUnknown extends ApiError {
   }
 }
 
+/**
+ * A send that certainly handed nothing over (the gateway's refusal, no gateway holding the account,
+ * the budget spent before its turn): the one failure after which a send's record and its
+ * Idempotency-Key may be forgotten. Any other failure of a send leaves its outcome unknown.
+ */
+export class NothingSent extends ApiError {}
+
 export const notFound = (what: string) => new ApiError('not_found', `${what} not found`);
 export const invalid = (detail: string) => new ApiError('invalid_parameters', detail);
 

@@ -1,8 +1,9 @@
 /** POST /emails (send) and POST /drafts (save a draft): compose, then the account's object has the gateway do it. */
 import { Hono, type Context } from 'hono';
-import type { AppEnv } from '../env.ts';
+import type { AppEnv, Env } from '../env.ts';
+import type { SendRequest } from '../durable/send-queue.ts';
 import { unwrap } from '../commands/holder.ts';
-import { ApiError, OutcomeUnknown, invalid } from '../lib/errors.ts';
+import { ApiError, invalid } from '../lib/errors.ts';
 import { newId } from '../lib/ids.ts';
 import { isoNow } from '../lib/time.ts';
 import { randomToken } from '../lib/crypto.ts';
@@ -54,22 +55,7 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
     const name = randomToken('', 20);
     const key = outgoingBlobKey(account.id, name);
     const draftId = mode === 'draft' ? newId('draft') : null;
-    const answer =
-      mode === 'send'
-        ? {
-            object: 'EmailSent' as const,
-            account_id: account.id,
-            message_id: message.message_id,
-            provider_id: null,
-            tracking_id: tracking?.id ?? null,
-          }
-        : {
-            object: 'DraftCreated' as const,
-            account_id: account.id,
-            draft_id: draftId,
-            message_id: message.message_id,
-            tracking_id: null,
-          };
+    const answer = answerFor(mode, account.id, message.message_id, tracking?.id ?? null, draftId);
     let recorded = false;
     try {
       await c.env.BLOBS.put(key, JSON.stringify(message), { httpMetadata: { contentType: 'application/json' } });
@@ -92,30 +78,66 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
       await c.env.BLOBS.delete(key);
       throw err;
     }
-    try {
-      // The account's object owns the send from here, and records its outcome itself.
-      unwrap(
-        await stub.sendOutgoing(
-          admission.ticket,
-          { op: 'send', account_id: account.id, mode, key: name, append_to: folder?.provider_id ?? null },
-          message.message_id,
-        ),
-      );
-    } catch (err) {
-      // An answer from the gateway (or no gateway at all): nothing went out.
-      if (err instanceof ApiError && !(err instanceof OutcomeUnknown)) {
-        await forgetOutgoing(c.env.DB, account.id, message.message_id);
-        throw err;
-      }
-      // The gateway had it and did not answer, or the account's object failed under us: the
-      // record stays, so a late report or the synced copy settles it (send/idempotency.ts).
-      const reason = err instanceof OutcomeUnknown ? err.detail : 'The account object failed while sending.';
-      throw new SendUnresolved(account.id, message.message_id, answer, reason);
-    }
+    await carriedOut(c.env, stub, admission.ticket, answer, {
+      op: 'send',
+      account_id: account.id,
+      mode,
+      key: name,
+      append_to: folder?.provider_id ?? null,
+    });
     if (draft) await removeSentDraft(c.env, account.id, draft.emailId);
     return answer;
   };
   return idempotent(c, scope, request, work, scheduled ? 202 : 200);
+}
+
+/** The answer of a send (EmailSent) or a saved draft (DraftCreated). */
+function answerFor(
+  mode: 'send' | 'draft',
+  accountId: string,
+  messageId: string,
+  trackingId: string | null,
+  draftId: string | null,
+) {
+  return mode === 'send'
+    ? {
+        object: 'EmailSent' as const,
+        account_id: accountId,
+        message_id: messageId,
+        provider_id: null,
+        tracking_id: trackingId,
+      }
+    : {
+        object: 'DraftCreated' as const,
+        account_id: accountId,
+        draft_id: draftId,
+        message_id: messageId,
+        tracking_id: null,
+      };
+}
+
+/**
+ * The account's object owns the send from here, and records its outcome itself. Only an answer
+ * saying nothing was sent (a refusal, no gateway) forgets the record and frees the key; anything
+ * else not ok (no answer, the object failing under us) is unresolved: the record stays, so a late
+ * report or the synced copy settles it (send/idempotency.ts).
+ */
+async function carriedOut(
+  env: Env,
+  stub: ReturnType<typeof accountObject>,
+  ticket: string,
+  answer: { account_id: string; message_id: string },
+  request: SendRequest,
+): Promise<void> {
+  const outcome = await stub.sendOutgoing(ticket, request, answer.message_id).catch(() => null);
+  if (outcome?.ok === false && outcome.nothing_sent) {
+    await forgetOutgoing(env.DB, answer.account_id, answer.message_id);
+    unwrap(outcome);
+  }
+  if (!outcome?.ok) {
+    const reason = outcome ? outcome.detail : 'The account object failed while sending.';
+    throw new SendUnresolved(answer.account_id, answer.message_id, answer, reason);
+  }
 }
 
 export const sendEmail = new Hono<AppEnv>().post('/', (c) => sendOrSave(c, 'send'));

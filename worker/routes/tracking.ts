@@ -5,7 +5,7 @@
  */
 import { Hono, type Context } from 'hono';
 import type { AppEnv } from '../env.ts';
-import { dispatchEvents, eventStatement, newEvent } from '../events/outbox.ts';
+import { dispatchEvents, eventStatementIfLive, newEvent } from '../events/outbox.ts';
 import { notFound } from '../lib/errors.ts';
 import { fromBase64 } from '../lib/crypto.ts';
 import { parseId } from '../lib/ids.ts';
@@ -58,7 +58,9 @@ async function record(
       '',
     label: outgoing.tracking_label,
   });
-  await eventStatement(db, event).run();
+  // The account may be removed between the lookup above and here: then no event is made.
+  const inserted = await eventStatementIfLive(db, { ...event, account_id: outgoing.account_id }).run();
+  if (inserted.meta.changes === 0) return;
   c.executionCtx.waitUntil(dispatchEvents(c.env, [event.id]));
 }
 

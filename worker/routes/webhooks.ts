@@ -105,7 +105,7 @@ export const webhooks = new Hono<AppEnv>()
   .get('/conversations', async (c) => {
     const query = parseQuery(c, ConversationListQuery);
     const endpoint = await loadEndpoint(c.env.DB, query.endpoint_id);
-    let sql = `${DELIVERY_SELECT} WHERE c.endpoint_id = ? AND ${visibleEvent('ev.account_id')}`;
+    let sql = `${DELIVERY_SELECT} WHERE c.endpoint_id = ? AND ${visibleEvent('ev.')}`;
     const binds: (string | number)[] = [endpoint.id];
     if (query.event_id !== undefined) {
       // A malformed event id in a filter finds nothing (DECISIONS.md, "Finer points").

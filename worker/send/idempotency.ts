@@ -17,7 +17,8 @@
 import type { Context } from 'hono';
 import type { AppEnv, Env } from '../env.ts';
 import { sha256Hex } from '../../common/crypto.ts';
-import { ApiError, OutcomeUnknown, errorBody, invalid } from '../lib/errors.ts';
+import { ApiError, OutcomeUnknown, errorBody, invalid, notFound } from '../lib/errors.ts';
+import { LIVE_ACCOUNT } from '../accounts/removed.ts';
 import { randomToken } from '../lib/crypto.ts';
 import { forgetOutgoing } from './outgoing.ts';
 
@@ -105,37 +106,9 @@ export async function idempotent<T extends object>(
     .bind(key, scope, hash, now, now + TTL_MS, claimId, now, now - abandonedMs(c.env))
     .run();
   if (claim.meta.changes === 0) {
-    const row = await db
-      .prepare(
-        `SELECT request_hash, status, response_code, response_json, account_id, message_id, pending_json, created_at
-         FROM idempotency_keys WHERE scope = ? AND key = ?`,
-      )
-      .bind(scope, key)
-      .first<KeyRow>();
-    if (row && row.request_hash !== hash) {
-      throw new ApiError(
-        'idempotency_key_reused',
-        `${IDEMPOTENCY_HEADER}: this key was used within 24 h for a request with another body; use a new key for a new request.`,
-      );
-    }
-    const handedOn = row?.message_id && (row.status === 'unresolved' || row.status === 'in_progress');
-    if (handedOn && (await resolveUnresolved(db, scope, key, row)) === 'released')
-      return idempotent(c, scope, validatedBody, work, status);
-    const done = row?.status === 'completed' ? row : await completedRow(db, scope, key);
-    if (done?.response_json) {
-      return new Response(done.response_json, {
-        status: done.response_code ?? 200,
-        headers: { 'Content-Type': 'application/json', 'Idempotent-Replayed': 'true' },
-      });
-    }
-    throw new ApiError(
-      'already_exists',
-      row?.status === 'unresolved'
-        ? `The send made with this ${IDEMPOTENCY_HEADER} has an unknown outcome so far; it will not be sent again. Retry later for its result.`
-        : handedOn
-          ? `The send made with this ${IDEMPOTENCY_HEADER} is on its way; it will not be sent again. Retry later for its result.`
-          : `A request with this ${IDEMPOTENCY_HEADER} is still in progress.`,
-    );
+    // Taken by another request: its answer, or the key freed again (then this request claims it).
+    const taken = await answerOfTakenKey(db, scope, key, hash);
+    return taken === 'released' ? idempotent(c, scope, validatedBody, work, status) : taken;
   }
 
   const mine = 'scope = ? AND key = ? AND claim_id = ?';
@@ -175,6 +148,51 @@ export async function idempotent<T extends object>(
     .bind(status, json, scope, key, claimId)
     .run();
   return new Response(json, { status, headers: { 'Content-Type': 'application/json' } });
+}
+
+/**
+ * A key another request holds or held: its stored answer replayed, 409 while its outcome is not
+ * known, or 'released' when its send turned out to have sent nothing (the key is free again).
+ */
+async function answerOfTakenKey(
+  db: D1Database,
+  scope: string,
+  key: string,
+  hash: string,
+): Promise<Response | 'released'> {
+  const row = await db
+    .prepare(
+      `SELECT request_hash, status, response_code, response_json, account_id, message_id, pending_json, created_at,
+         ${LIVE_ACCOUNT('account_id')} AS account_live
+       FROM idempotency_keys WHERE scope = ? AND key = ?`,
+    )
+    .bind(scope, key)
+    .first<KeyRow & { account_live: number }>();
+  // A removed account's answers are not replayed: it is unknown from the moment it is removed.
+  if (row?.account_id && !row.account_live) throw notFound('Account');
+  if (row && row.request_hash !== hash) {
+    throw new ApiError(
+      'idempotency_key_reused',
+      `${IDEMPOTENCY_HEADER}: this key was used within 24 h for a request with another body; use a new key for a new request.`,
+    );
+  }
+  const handedOn = row?.message_id && (row.status === 'unresolved' || row.status === 'in_progress');
+  if (handedOn && (await resolveUnresolved(db, scope, key, row)) === 'released') return 'released';
+  const done = row?.status === 'completed' ? row : await completedRow(db, scope, key);
+  if (done?.response_json) {
+    return new Response(done.response_json, {
+      status: done.response_code ?? 200,
+      headers: { 'Content-Type': 'application/json', 'Idempotent-Replayed': 'true' },
+    });
+  }
+  throw new ApiError(
+    'already_exists',
+    row?.status === 'unresolved'
+      ? `The send made with this ${IDEMPOTENCY_HEADER} has an unknown outcome so far; it will not be sent again. Retry later for its result.`
+      : handedOn
+        ? `The send made with this ${IDEMPOTENCY_HEADER} is on its way; it will not be sent again. Retry later for its result.`
+        : `A request with this ${IDEMPOTENCY_HEADER} is still in progress.`,
+  );
 }
 
 async function completedRow(db: D1Database, scope: string, key: string) {

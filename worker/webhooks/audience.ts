@@ -4,9 +4,9 @@
  * before each call is made (delivery.ts), with the endpoint's URL, headers and secret read then, and
  * when an endpoint's filters change (routes/webhooks.ts), so a change reaches every call not started.
  */
-import { REMOVED_ACCOUNTS } from '../accounts/removed.ts';
+import { EVENT_OF_LIVE_ACCOUNT } from '../accounts/removed.ts';
 import { iso } from '../lib/time.ts';
-import { WAITING_STATUSES } from './conversations.ts';
+import { dropWaitingSql } from './conversations.ts';
 
 /** What a call dropped for this reason says in the log. */
 export const NO_LONGER_WANTED =
@@ -17,7 +17,7 @@ export function endpointWants(type: string, account: string): string {
   return `we.enabled = 1
     AND EXISTS (SELECT 1 FROM json_each(we.trigger_events_json) WHERE value = ${type})
     AND (json_array_length(we.account_ids_json) = 0 OR EXISTS (SELECT 1 FROM json_each(we.account_ids_json) WHERE value = ${account}))
-    AND (${account} IS NULL OR ${account} NOT IN (${REMOVED_ACCOUNTS}))`;
+    AND ${EVENT_OF_LIVE_ACCOUNT(type, account)}`;
 }
 
 export interface CurrentEndpoint {
@@ -44,10 +44,12 @@ export function currentEndpoint(
 export function dropUnwantedStatement(db: D1Database, endpointId: string, now: number): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE webhook_conversations SET status = 'dropped', next_attempt_at = NULL, last_error = ?1, updated_at = ?2
-       WHERE endpoint_id = ?3 AND status IN ${WAITING_STATUSES} AND NOT EXISTS (
-         SELECT 1 FROM webhook_endpoints we JOIN events ev ON ev.id = webhook_conversations.event_id
-         WHERE we.id = webhook_conversations.endpoint_id AND ${endpointWants('webhook_conversations.event_type', 'ev.account_id')})`,
+      dropWaitingSql(
+        'last_error = ?1, updated_at = ?2',
+        `endpoint_id = ?3 AND NOT EXISTS (
+           SELECT 1 FROM webhook_endpoints we JOIN events ev ON ev.id = webhook_conversations.event_id
+           WHERE we.id = webhook_conversations.endpoint_id AND ${endpointWants('webhook_conversations.event_type', 'ev.account_id')})`,
+      ),
     )
     .bind(NO_LONGER_WANTED, iso(now), endpointId);
 }

@@ -14,6 +14,15 @@ export type ConversationStatus = 'pending' | 'retrying' | 'delivered' | 'failed'
 /** SQL list of the statuses whose call is still to be made. */
 export const WAITING_STATUSES = "('pending', 'retrying')";
 
+/**
+ * SQL: drops the waiting calls matching `where` (they are never made later); `set` names the other
+ * columns the drop writes (placeholders of `set` come before those of `where`).
+ */
+export function dropWaitingSql(set: string, where: string): string {
+  return `UPDATE webhook_conversations SET status = 'dropped', next_attempt_at = NULL, ${set}
+    WHERE status IN ${WAITING_STATUSES} AND ${where}`;
+}
+
 /** A conversation joined with its event and its endpoint: everything needed to show or send it. */
 export interface DeliveryRow {
   id: string;
@@ -77,10 +86,5 @@ export function presentConversation(row: DeliveryRow) {
 
 /** Pausing or deleting an endpoint drops its waiting calls: they are never sent later. */
 export function dropWaitingStatement(db: D1Database, endpointId: string): D1PreparedStatement {
-  return db
-    .prepare(
-      `UPDATE webhook_conversations SET status = 'dropped', next_attempt_at = NULL, updated_at = ?
-       WHERE endpoint_id = ? AND status IN ${WAITING_STATUSES}`,
-    )
-    .bind(isoNow(), endpointId);
+  return db.prepare(dropWaitingSql('updated_at = ?', 'endpoint_id = ?')).bind(isoNow(), endpointId);
 }

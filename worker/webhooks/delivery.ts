@@ -17,7 +17,7 @@ import { placeholders } from '../lib/sql.ts';
 import { iso } from '../lib/time.ts';
 import { currentEndpoint, NO_LONGER_WANTED } from './audience.ts';
 import { makeCall, type Outcome, type SecretCache } from './call.ts';
-import { DELIVERY_SELECT, type DeliveryRow, WAITING_STATUSES } from './conversations.ts';
+import { DELIVERY_SELECT, type DeliveryRow, dropWaitingSql, WAITING_STATUSES } from './conversations.ts';
 import {
   type DeliveryOptions,
   CLAIM_AHEAD,
@@ -51,9 +51,11 @@ async function claim(db: D1Database, ids: string[], options: DeliveryOptions): P
   const results = await db.batch<{ id: string }>([
     db
       .prepare(
-        `UPDATE webhook_conversations SET status = 'dropped', next_attempt_at = NULL, updated_at = ?
-         WHERE ${waiting} AND NOT EXISTS (
-           SELECT 1 FROM webhook_endpoints we WHERE we.id = webhook_conversations.endpoint_id AND we.enabled = 1)`,
+        dropWaitingSql(
+          'updated_at = ?',
+          `id IN (${list}) AND NOT EXISTS (
+             SELECT 1 FROM webhook_endpoints we WHERE we.id = webhook_conversations.endpoint_id AND we.enabled = 1)`,
+        ),
       )
       .bind(iso(now), ...ids),
     db
@@ -158,9 +160,7 @@ class Recorder {
 function dropStatement(db: D1Database, options: DeliveryOptions, row: DeliveryRow, manual: boolean) {
   return db
     .prepare(
-      `UPDATE webhook_conversations SET status = 'dropped', next_attempt_at = NULL, attempts = attempts - ?1,
-         last_status_code = NULL, last_error = ?2, updated_at = ?3
-       WHERE id = ?4 AND status IN ${WAITING_STATUSES}
+      `${dropWaitingSql('attempts = attempts - ?1, last_status_code = NULL, last_error = ?2, updated_at = ?3', 'id = ?4')}
        RETURNING status, attempts, last_status_code, last_error, next_attempt_at, updated_at`,
     )
     .bind(manual ? 0 : 1, NO_LONGER_WANTED, iso(options.now()), row.id);
@@ -264,7 +264,7 @@ export function attemptDelivery(env: Env, options: DeliveryOptions, row: Deliver
 /** A conversation with its event and endpoint, or null (also for a removed account's event). */
 export function loadDeliveryRow(db: D1Database, conversationId: string): Promise<DeliveryRow | null> {
   return db
-    .prepare(`${DELIVERY_SELECT} WHERE c.id = ? AND ${visibleEvent('ev.account_id')}`)
+    .prepare(`${DELIVERY_SELECT} WHERE c.id = ? AND ${visibleEvent('ev.')}`)
     .bind(conversationId)
     .first<DeliveryRow>();
 }

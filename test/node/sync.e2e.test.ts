@@ -77,7 +77,7 @@ describe('connecting a mailbox', () => {
     const row = service.query<{ credentials: string }>('SELECT * FROM accounts WHERE id = ?', alice.id)[0]!;
     const dump = JSON.stringify(row);
     expect(dump).not.toContain(user('alice').password);
-    expect(row.credentials).toMatch(/^v1\./);
+    expect(row.credentials).toMatch(/^v2\.[0-9a-f]{8}\./); // sealed under a named key
     expect((await service.api('GET', '/accounts')).body.data).toHaveLength(1);
   });
 

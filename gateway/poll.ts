@@ -29,6 +29,15 @@ export class FolderListing {
     this.folders = new Map(folders.map((f) => [f.path, f]));
   }
 
+  /**
+   * A session's first listing. It may lack folders the Worker still holds (deleted while no session
+   * ran, or just before this one began), so the next listing is sent too, to confirm their removal.
+   */
+  start(folders: FolderInfo[]): void {
+    this.replace(folders);
+    this.#removalUnconfirmed = true;
+  }
+
   /** Takes a new listing; true when it must be reported to the Worker. */
   update(folders: FolderInfo[]): boolean {
     const previous = this.folders;

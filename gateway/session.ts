@@ -163,7 +163,7 @@ export class Session implements PassHost {
     const listedMark = this.evidence.mark;
     const folders = await listFolders(primary);
     await this.send([{ type: 'folders', folders }]);
-    this.#listing.replace(folders);
+    this.#listing.start(folders);
     this.evidence.listed(listedMark);
     const watched = chooseWatched(folders, this.#features.gmail, this.#deps.settings.maxExtraIdle);
     const [first, ...extra] = watched;

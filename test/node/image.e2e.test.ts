@@ -130,6 +130,8 @@ describe.skipIf(unavailable !== null)(`the gateway image${unavailable ? ` (skipp
       GATEWAY_HTTP_PORT: String(port),
       GATEWAY_HTTP_HOST: '127.0.0.1',
       NODE_EXTRA_CA_CERTS: '/run/mail-ca.pem',
+      // The test's Dovecot listens on loopback, which a gateway refuses unless told otherwise.
+      ALLOW_PRIVATE_MAIL_HOSTS: 'true',
     };
     run = spawn(
       'buildah',

@@ -118,7 +118,9 @@ describe('a send whose outcome is unknown', () => {
       body: '<p>hi</p>',
     };
     const first = await send(body, 'key-reused');
-    expect(first.status).toBe(200);
+    // With SEND_TIMEOUT_SECONDS=3 the send may outlast its wait (a new TLS session through the proxy):
+    // 200, or 502 with an unknown outcome; either way the key is taken by this body.
+    expect([200, 502]).toContain(first.status);
     const other = await send({ ...body, subject: 'another subject' }, 'key-reused');
     expect(other.status).toBe(422);
     expect(other.body.type).toBe('errors/idempotency_key_reused');

@@ -67,7 +67,7 @@ export async function callHolder(
   env: Env,
   lease: () => Lease | null,
   request: GatewayRequest,
-  budget: { waitMs: number } & ({ timeoutMs: number } | { deadline: number }),
+  budget: { waitMs: number; timeoutMs: number; deadline?: number },
 ): Promise<unknown> {
   const deadline = Date.now() + budget.waitMs;
   for (;;) {
@@ -77,7 +77,11 @@ export async function callHolder(
     if (current) {
       const stub = gatewayObject(env, current.gateway_id);
       if (await stub.isConnected()) {
-        const timeoutMs = 'deadline' in budget ? Math.max(1, budget.deadline - Date.now()) : budget.timeoutMs;
+        // The gateway has `timeoutMs` to answer, and never past the deadline of a budget that began earlier.
+        const timeoutMs =
+          budget.deadline === undefined
+            ? budget.timeoutMs
+            : Math.max(1, Math.min(budget.timeoutMs, budget.deadline - Date.now()));
         return callGateway(env, current.gateway_id, request, timeoutMs);
       }
     }

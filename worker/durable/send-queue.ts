@@ -134,8 +134,9 @@ export class SendQueue {
       this.sql.exec("UPDATE sends SET state = 'handed' WHERE name = ?", request.key);
       let result: unknown;
       try {
-        const waitMs = Math.min(sendBudget(this.env).waitMs, left - MIN_TURN_MS);
-        result = await callHolder(this.env, lease, request, { waitMs, deadline });
+        const budget = sendBudget(this.env);
+        const waitMs = Math.min(budget.waitMs, left - MIN_TURN_MS);
+        result = await callHolder(this.env, lease, request, { waitMs, timeoutMs: budget.timeoutMs, deadline });
       } catch (err) {
         if (err instanceof OutcomeUnknown) throw err;
         // A gateway's refusal, or no gateway to hand it to.

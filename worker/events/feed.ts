@@ -12,6 +12,12 @@ import { cursorList, cursorPaging, decodeCursor } from '../lib/paging.ts';
 import { placeholders } from '../lib/sql.ts';
 import { iso } from '../lib/time.ts';
 import { anyCase } from '../lib/validation.ts';
+import {
+  completeEmailEvents,
+  EMAIL_BODIES_COLUMNS,
+  EMAIL_BODIES_JOIN,
+  type EmailBodiesColumns,
+} from '../emails/events.ts';
 import { eventEnvelope, type StoredEvent } from './envelope.ts';
 import { EVENT_TYPES } from './types.ts';
 
@@ -35,18 +41,20 @@ export const EventListQuery = cursorPaging.extend({
 });
 export type EventListQuery = z.infer<typeof EventListQuery>;
 
-interface EventRow extends StoredEvent {
+interface EventRow extends StoredEvent, EmailBodiesColumns {
   seq: number;
 }
 
-const COLUMNS = 'id, type, account_id, data_json, created_at, seq';
+const COLUMNS = `ev.id, ev.type, ev.account_id, ev.data_json, ev.created_at, ev.seq, ${EMAIL_BODIES_COLUMNS}`;
+/** The events with what completes an email event's data. */
+const FROM = `events ev ${EMAIL_BODIES_JOIN}`;
 
 /**
  * A removed account's events leave the API at once (its purge then deletes them); its
  * `account.remove`, written when its row goes, is the one that stays.
  */
 export const visibleEvent = (prefix: '' | 'ev.') => EVENT_OF_LIVE_ACCOUNT(`${prefix}type`, `${prefix}account_id`);
-const VISIBLE_EVENT = visibleEvent('');
+const VISIBLE_EVENT = visibleEvent('ev.');
 
 export const presentEvent = (row: StoredEvent) => eventEnvelope(row, null).payload;
 
@@ -72,30 +80,32 @@ export async function listEvents(db: D1Database, q: EventListQuery) {
     if (!row) throw invalid(`after: no event ${afterId} (events are kept 30 days)`);
     position = row.seq;
   }
-  const where = ['seq > ?', VISIBLE_EVENT];
+  const where = ['ev.seq > ?', VISIBLE_EVENT];
   const params: (string | number)[] = [position];
   if (q.account_id !== undefined) {
-    where.push('account_id = ?');
+    where.push('ev.account_id = ?');
     params.push(parseId('account', q.account_id) ?? '');
   }
   if (types.length) {
-    where.push(`type IN (${placeholders(types.length)})`);
+    where.push(`ev.type IN (${placeholders(types.length)})`);
     params.push(...types);
   }
   const { results } = await db
-    .prepare(`SELECT ${COLUMNS} FROM events WHERE ${where.join(' AND ')} ORDER BY seq LIMIT ?`)
+    .prepare(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${where.join(' AND ')} ORDER BY ev.seq LIMIT ?`)
     .bind(...params, q.limit + 1)
     .all<EventRow>();
-  return cursorList('Events', results, q.limit, filtersKey, (row) => [row.seq], presentEvent);
+  const rows = await completeEmailEvents(results, 'data_json');
+  return cursorList('Events', rows, q.limit, filtersKey, (row) => [row.seq], presentEvent);
 }
 
 export async function getEvent(db: D1Database, rawId: string | undefined) {
   const id = parseId('event', rawId);
   const row = id
-    ? await db.prepare(`SELECT ${COLUMNS} FROM events WHERE id = ? AND ${VISIBLE_EVENT}`).bind(id).first<EventRow>()
+    ? await db.prepare(`SELECT ${COLUMNS} FROM ${FROM} WHERE ev.id = ? AND ${VISIBLE_EVENT}`).bind(id).first<EventRow>()
     : null;
   if (!row) throw notFound('Event');
-  return presentEvent(row);
+  const [complete] = await completeEmailEvents([row], 'data_json');
+  return presentEvent(complete!);
 }
 
 /**

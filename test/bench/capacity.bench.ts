@@ -133,6 +133,14 @@ function report(
   for (const table of ['emails', 'events']) {
     const columns = columnBytes(service, table, run.accountId).map(([c, v]) => `${c} ${v.toFixed(0)}`);
     console.log(`  ${table} columns, average bytes per row (20 and more): ${columns.join(', ')}`);
+    const [pages] = service.query<{ pages: number; used: number; overflow: number }>(
+      `SELECT COUNT(*) AS pages, 1.0 * SUM(pgsize - unused) / SUM(pgsize) AS used,
+              SUM(pagetype = 'overflow') AS overflow FROM dbstat WHERE name = ?`,
+      table,
+    );
+    console.log(
+      `  ${table} table (whole database): ${pages?.pages} pages, ${((pages?.used ?? 0) * 100).toFixed(0)} % used, ${pages?.overflow} overflow pages`,
+    );
   }
   const perEmail = total / count;
   console.log(`  ${'total'.padEnd(24)} ${kb(perEmail).padStart(10)} per email`);

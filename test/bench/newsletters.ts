@@ -1,10 +1,9 @@
 /**
  * A deterministic set of newsletter-like messages for the capacity bench: each is multipart/alternative
  * with a text part and an HTML part laid out in tables with inline styles (as mailing tools make them),
- * under a real header block taken from the corpus (Received, DKIM, List-* …). The words come from the
- * corpus's own text, drawn with Zipf's law (the n-th word about 1/n as often as the first), as words
- * occur in prose: the bodies compress and index like real text, not like a repeated phrase nor like
- * noise.
+ * under a real header block taken from the corpus (Received, DKIM, List-* …). The text is the
+ * corpus's own prose (runs of its messages' text lines), so the bodies compress and index like real
+ * mail, not like a repeated phrase nor like random words.
  */
 import { readFileSync } from 'node:fs';
 import { prng } from '../shared/prng.ts';
@@ -12,12 +11,24 @@ import { prng } from '../shared/prng.ts';
 const TEXT_BYTES = 6_100;
 const HTML_BYTES = 17_300;
 
-/** Words of the corpus (letters only, 2–14 characters), in order of first appearance. */
-function vocabulary(files: string[]): string[] {
-  const words = new Set<string>();
-  for (const f of files)
-    for (const w of readFileSync(f, 'latin1').match(/\b[A-Za-z]{2,14}\b/g) ?? []) if (words.size < 20_000) words.add(w);
-  return [...words];
+/** Lines of prose in the corpus's bodies: mostly letters and spaces, not headers, not encoded data. */
+function proseLines(files: string[]): string[] {
+  const lines: string[] = [];
+  for (const f of files) {
+    const text = readFileSync(f, 'latin1');
+    const body = text.slice(Math.max(text.search(/\r?\n\r?\n/), 0));
+    for (const line of body.split(/\r?\n/)) {
+      const l = line.trim();
+      if (
+        l.length >= 30 &&
+        l.length <= 200 &&
+        / \S+ \S+ /.test(l) &&
+        (l.match(/[A-Za-z ]/g)?.length ?? 0) > l.length * 0.85
+      )
+        lines.push(l);
+    }
+  }
+  return lines;
 }
 
 /** The header block of a corpus message, without the lines this set sets itself. */
@@ -48,10 +59,14 @@ const STYLES = [
 
 export function newsletterSet(corpusFiles: string[], count: number, seed = 28): Buffer[] {
   const random = prng(seed);
-  const words = vocabulary(corpusFiles);
-  // Log-uniform ranks: rank r is drawn with a probability about proportional to 1/r.
-  const pick = () => words[Math.min(words.length - 1, Math.floor(Math.exp(random() * Math.log(words.length))) - 1)]!;
-  const sentence = (n: number) => Array.from({ length: n }, pick).join(' ');
+  const prose = proseLines(corpusFiles);
+  /** `n` words of consecutive prose from a random place. */
+  const sentence = (n: number) => {
+    const words: string[] = [];
+    for (let at = Math.floor(random() * prose.length); words.length < n; at = (at + 1) % prose.length)
+      words.push(...prose[at]!.split(/\s+/));
+    return words.slice(0, n).join(' ');
+  };
   // Header blocks of corpus messages that have a long one (real mail through real servers).
   const headers = corpusFiles
     .map((f) => headerBlock(readFileSync(f, 'latin1')))

@@ -35,7 +35,9 @@ function proseLines(files: string[]): string[] {
 function headerBlock(bytes: string): string[] {
   const end = bytes.search(/\r?\n\r?\n/);
   const lines = bytes.slice(0, Math.max(end, 0)).split(/\r?\n/);
-  const own = /^(message-id|subject|date|to|from|content-type|content-transfer-encoding|mime-version):/i;
+  // A newsletter answers nothing: the block's own threading headers go too.
+  const own =
+    /^(message-id|in-reply-to|references|subject|date|to|from|content-type|content-transfer-encoding|mime-version):/i;
   const out: string[] = [];
   let skipping = false;
   for (const line of lines) {

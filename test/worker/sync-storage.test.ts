@@ -1,12 +1,12 @@
 // How a new email is stored: bodies and headers as one compressed BLOB, a text-only body once (its
 // HTML made again on reading), JSON columns and the outbox row's data as the JSON they were made of,
-// the outbox naming the email's bodies rather than copying them, and the text body indexed.
+// the outbox keeping a snapshot of the email rather than a copy, and the text body indexed.
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { unpackContent } from '../../worker/emails/content.ts';
 import { textToHtml } from '../../worker/ingest/html.ts';
 import { api } from './helpers.ts';
-import { createSyncedAccount, list, messageIn, outbox, rawMessage } from './sync-helpers.ts';
+import { createSyncedAccount, leased, list, messageIn, outbox, rawMessage, readEveryFolder } from './sync-helpers.ts';
 
 const TEXT = 'Tags <b> & "quotes" \u2028 café 😀\n  indented';
 
@@ -25,7 +25,7 @@ function htmlMessage(subject: string): string {
 }
 
 describe('storing new mail', () => {
-  it('keeps bodies compressed and a text-only body once, reads them back as before, and events name them', async () => {
+  it('keeps bodies compressed and a text-only body once, reads them back as before, and events keep a snapshot', async () => {
     const account = await createSyncedAccount();
     await account.stub.acquireLease('gw-1');
     const messages = [messageIn(1, rawMessage({ subject: 'text', text: TEXT })), messageIn(2, htmlMessage('html'))];
@@ -70,12 +70,36 @@ describe('storing new mail', () => {
       .all<{ data_json: string }>();
     expect(events).toHaveLength(2);
     for (const { data_json } of events) expect(data_json).toBe(JSON.stringify(JSON.parse(data_json)));
-    // The outbox keeps no second copy of the bodies: the event names its email's, in their places.
+    // The outbox keeps no copy of the email, only a snapshot of it; read back, it is the email as
+    // the list gives it, field for field and in the same order.
     const textEvent = events.map((e) => JSON.parse(e.data_json)).find((d) => d.subject === 'text');
-    expect([textEvent.body, textEvent.body_plain]).toEqual([null, null]);
+    expect(textEvent.body).toBeNull();
+    expect(textEvent).not.toHaveProperty('snippet');
     const delivered = (await outbox(account.id)).find((e) => e.type === 'email.new' && e.data.subject === 'text');
     expect(delivered!.data.body).toBe(single.body.body);
     expect(delivered!.data.body_plain).toBe(rows[1]!.body_plain);
-    expect(Object.keys(delivered!.data)).toEqual(Object.keys(textEvent));
+    expect(JSON.stringify(delivered!.data)).toBe(JSON.stringify(text));
+  });
+
+  it("serves an event of a deleted email as it was made, from the email's email.delete", async () => {
+    const account = await leased();
+    const raw = htmlMessage('deleted later');
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(1, raw)] },
+    ]);
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'flags', path: 'INBOX', uidvalidity: 1, updates: [{ uid: 1, flags: ['\\Seen'] }] },
+    ]);
+    const before = await outbox(account.id);
+    expect(before.map((e) => e.type)).toEqual(['email.new', 'email.update']);
+
+    await account.stub.applyChanges(account.gateway, [{ type: 'vanished', path: 'INBOX', uidvalidity: 1, uids: [1] }]);
+    await readEveryFolder(account.stub);
+    expect((await list(`account_id=${account.id}`)).data).toEqual([]);
+    const after = await outbox(account.id);
+    expect(after.map((e) => e.type)).toEqual(['email.new', 'email.update', 'email.delete']);
+    expect(JSON.stringify(after.slice(0, 2))).toBe(JSON.stringify(before));
+    expect(after[0]!.data).toMatchObject({ unread: true, body: '<p>Hello <i>there</i></p>' });
+    expect(after[1]!.data).toMatchObject({ unread: false });
   });
 });

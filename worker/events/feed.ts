@@ -12,12 +12,7 @@ import { cursorList, cursorPaging, decodeCursor } from '../lib/paging.ts';
 import { placeholders } from '../lib/sql.ts';
 import { iso } from '../lib/time.ts';
 import { anyCase } from '../lib/validation.ts';
-import {
-  completeEmailEvents,
-  EMAIL_BODIES_COLUMNS,
-  EMAIL_BODIES_JOIN,
-  type EmailBodiesColumns,
-} from '../emails/events.ts';
+import { completeEmailEvents } from '../emails/event-data.ts';
 import { eventEnvelope, type StoredEvent } from './envelope.ts';
 import { EVENT_TYPES } from './types.ts';
 
@@ -41,13 +36,12 @@ export const EventListQuery = cursorPaging.extend({
 });
 export type EventListQuery = z.infer<typeof EventListQuery>;
 
-interface EventRow extends StoredEvent, EmailBodiesColumns {
+interface EventRow extends StoredEvent {
   seq: number;
 }
 
-const COLUMNS = `ev.id, ev.type, ev.account_id, ev.data_json, ev.created_at, ev.seq, ${EMAIL_BODIES_COLUMNS}`;
-/** The events with what completes an email event's data. */
-const FROM = `events ev ${EMAIL_BODIES_JOIN}`;
+const COLUMNS = 'ev.id, ev.type, ev.account_id, ev.data_json, ev.created_at, ev.seq';
+const FROM = 'events ev';
 
 /**
  * A removed account's events leave the API at once (its purge then deletes them); its
@@ -94,7 +88,7 @@ export async function listEvents(db: D1Database, q: EventListQuery) {
     .prepare(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${where.join(' AND ')} ORDER BY ev.seq LIMIT ?`)
     .bind(...params, q.limit + 1)
     .all<EventRow>();
-  const rows = await completeEmailEvents(results, 'data_json');
+  const rows = await completeEmailEvents(db, results, 'data_json');
   return cursorList('Events', rows, q.limit, filtersKey, (row) => [row.seq], presentEvent);
 }
 
@@ -104,7 +98,7 @@ export async function getEvent(db: D1Database, rawId: string | undefined) {
     ? await db.prepare(`SELECT ${COLUMNS} FROM ${FROM} WHERE ev.id = ? AND ${VISIBLE_EVENT}`).bind(id).first<EventRow>()
     : null;
   if (!row) throw notFound('Event');
-  const [complete] = await completeEmailEvents([row], 'data_json');
+  const [complete] = await completeEmailEvents(db, [row], 'data_json');
   return presentEvent(complete!);
 }
 

@@ -117,7 +117,7 @@ export const webhooks = new Hono<AppEnv>()
     const { results } = await c.env.DB.prepare(`${sql} ORDER BY c.created_at DESC, c.id DESC LIMIT ? OFFSET ?`)
       .bind(...binds, query.limit + 1, query.offset)
       .all<DeliveryRow>();
-    const rows = await completeDeliveryRows(results);
+    const rows = await completeDeliveryRows(c.env.DB, results);
     return c.json(offsetList('WebhookConversations', rows.map(presentConversation), query.limit));
   })
   .post('/conversations/:id/retry', async (c) => {

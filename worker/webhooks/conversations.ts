@@ -6,12 +6,7 @@
  * `failed` (schedule exhausted), `dropped` (endpoint paused or deleted while the call was waiting).
  * While a call is being made, `next_attempt_at` holds a lease (see delivery.ts), so nobody else sends it.
  */
-import {
-  completeEmailEvents,
-  EMAIL_BODIES_COLUMNS,
-  EMAIL_BODIES_JOIN,
-  type EmailBodiesColumns,
-} from '../emails/events.ts';
+import { completeEmailEvents } from '../emails/event-data.ts';
 import { type Envelope, eventEnvelope } from '../events/envelope.ts';
 import { isoNow } from '../lib/time.ts';
 
@@ -30,7 +25,7 @@ export function dropWaitingSql(set: string, where: string): string {
 }
 
 /** A conversation joined with its event and its endpoint: everything needed to show or send it. */
-export interface DeliveryRow extends EmailBodiesColumns {
+export interface DeliveryRow {
   id: string;
   endpoint_id: string;
   event_id: string;
@@ -54,15 +49,14 @@ export interface DeliveryRow extends EmailBodiesColumns {
 export const DELIVERY_SELECT = `SELECT c.id, c.endpoint_id, c.event_id, c.event_type, c.status, c.attempts,
     c.last_status_code, c.last_error, c.next_attempt_at, c.created_at, c.updated_at,
     ev.account_id AS event_account_id, ev.data_json AS event_data_json, ev.created_at AS event_created_at,
-    we.url, we.headers_json, we.secret AS endpoint_secret, we.enabled AS endpoint_enabled, ${EMAIL_BODIES_COLUMNS}
+    we.url, we.headers_json, we.secret AS endpoint_secret, we.enabled AS endpoint_enabled
   FROM webhook_conversations c
   JOIN events ev ON ev.id = c.event_id
-  JOIN webhook_endpoints we ON we.id = c.endpoint_id
-  ${EMAIL_BODIES_JOIN}`;
+  JOIN webhook_endpoints we ON we.id = c.endpoint_id`;
 
-/** Rows read with DELIVERY_SELECT, their event data as made (an email event's bodies in place). */
-export const completeDeliveryRows = (rows: DeliveryRow[]): Promise<DeliveryRow[]> =>
-  completeEmailEvents(rows, 'event_data_json');
+/** Rows read with DELIVERY_SELECT, their event data as it was made (emails/event-data.ts). */
+export const completeDeliveryRows = (db: D1Database, rows: DeliveryRow[]): Promise<DeliveryRow[]> =>
+  completeEmailEvents(db, rows, 'event_data_json');
 
 /** The Event envelope of a call (events/envelope.ts), the same bytes every time. */
 export function envelope(row: DeliveryRow): Envelope {

@@ -74,7 +74,10 @@ async function claim(db: D1Database, ids: string[], options: DeliveryOptions): P
     db.prepare(`${DELIVERY_SELECT} WHERE c.id IN (${list}) AND c.next_attempt_at = ?`).bind(...ids, lease),
   ]);
   const claimed = new Set(results[1]!.results.map((r) => r.id));
-  return completeDeliveryRows((results[2]!.results as unknown as DeliveryRow[]).filter((r) => claimed.has(r.id)));
+  return completeDeliveryRows(
+    db,
+    (results[2]!.results as unknown as DeliveryRow[]).filter((r) => claimed.has(r.id)),
+  );
 }
 
 /**
@@ -273,5 +276,5 @@ export async function loadDeliveryRow(db: D1Database, conversationId: string): P
     .prepare(`${DELIVERY_SELECT} WHERE c.id = ? AND ${visibleEvent('ev.')}`)
     .bind(conversationId)
     .first<DeliveryRow>();
-  return row ? ((await completeDeliveryRows([row]))[0] ?? null) : null;
+  return row ? ((await completeDeliveryRows(db, [row]))[0] ?? null) : null;
 }

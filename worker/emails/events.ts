@@ -17,9 +17,16 @@ export function withoutBodies(data: unknown): unknown {
   return { ...rest, body_truncated: true };
 }
 
-/** What an event keeps of its email: what may change later, and what the id and subject lookups read. */
+/**
+ * What an event keeps of its email: what may change later (thread, folders, role, flags, the reply
+ * target's id), and what its readers look it up by (id, subject, Message-ID, provider id, origin).
+ */
 export const SNAPSHOT_KEYS = [
+  'object',
   'id',
+  'draft_id',
+  'message_id',
+  'origin',
   'thread_id',
   'subject',
   'provider_id',

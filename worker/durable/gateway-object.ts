@@ -61,6 +61,9 @@ const CLEAN_CLOSE = new Set([1000, 1001]);
 function repeatable(request: GatewayRequest): boolean {
   if (request.op === 'send') return false;
   if (request.op === 'modify') return request.steps.every((step) => step.type === 'flags' || step.type === 'delete');
+  // A folder created, renamed or deleted once is refused the second time: its caller would be told
+  // of a failure for a change that happened.
+  if (request.op === 'folder') return false;
   return true;
 }
 

@@ -26,6 +26,7 @@ import { notifyGateway } from './registry.ts';
 import { parseId } from '../lib/ids.ts';
 import { parseOrThrow } from '../lib/validation.ts';
 import { OUTGOING_NAME, outgoingBlobKey, settleOutgoing } from '../send/outgoing.ts';
+import { settleUnknownSchedule } from '../send/scheduled.ts';
 import { blobKeys } from '../emails/store.ts';
 import { accountObject } from '../durable/account-stub.ts';
 import type { AppliedChanges } from '../durable/account-object.ts';
@@ -213,7 +214,10 @@ export const gatewayRoutes = new Hono<AppEnv>()
   // The late outcome of a send the Worker may have stopped waiting for (send/idempotency.ts).
   .post('/accounts/:id/outcomes', async (c) => {
     const { message_id, sent, detail } = await signedBody(c, SendOutcome);
-    await settleOutgoing(c.env.DB, accountIdParam(c), message_id, sent ? 'sent' : 'failed', detail);
+    const accountId = accountIdParam(c);
+    // Settled only now: the send's outcome was unknown until this report, its schedule's too.
+    if (await settleOutgoing(c.env.DB, accountId, message_id, sent ? 'sent' : 'failed', detail))
+      await settleUnknownSchedule(c.env.DB, accountId, message_id, sent, detail);
     return c.json({ ok: true });
   })
 

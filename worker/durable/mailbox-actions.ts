@@ -97,6 +97,7 @@ export class MailboxActions {
       ready: () => this.host.ready(),
       keepAlive: (work) => this.host.keepAlive(work),
       rearm: (due) => this.host.rearm(due),
+      takeBackUnhanded: (name) => this.sends.takeBackUnhanded(name),
     };
   }
 

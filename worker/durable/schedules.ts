@@ -7,8 +7,9 @@
  * At its time a schedule goes through the account's queue of sends (durable/send-queue.ts), the same
  * path as an immediate send, with the same at-most-once guarantees. While no gateway holding the
  * account is connected it waits (tried again every RETRY_MS) and fails after GIVE_UP_MS past its time.
- * An instance that restarts while a send was under way finds the row `sending` and settles it from
- * the outgoing record (sent, failed, or unknown: never sent again).
+ * An instance that restarts while a send was under way finds the row `sending`: one still waiting in
+ * the queue (never handed to a gateway) waits again; any other is settled from the outgoing record
+ * (sent, failed, or unknown: never sent again). A try that reached no gateway waits again too.
  */
 import type { Env } from '../env.ts';
 import type { CommandAnswer } from '../commands/holder.ts';
@@ -53,6 +54,8 @@ export interface SendPath {
   ready(): boolean;
   /** Have the object's alarm run by `due` (a schedule put back to wait). */
   rearm(due: number): void;
+  /** An earlier instance's send of this message that never reached a gateway, taken out of the queue. */
+  takeBackUnhanded(name: string): boolean;
   keepAlive(work: Promise<unknown>): void;
 }
 
@@ -180,7 +183,7 @@ export class Schedules {
     for (const row of due) {
       if (row.state === 'sending') {
         if (this.running.has(row.id)) this.sql.exec('UPDATE schedules SET next_try_ms = ? WHERE id = ?', now, row.id);
-        else if (row.next_try_ms + SENDING_LEFT_MS <= now) await this.settleLeft(row);
+        else if (row.next_try_ms + SENDING_LEFT_MS <= now) await this.settleLeft(row, path);
       } else if (now - row.send_at_ms > GIVE_UP_MS) {
         this.sql.exec('DELETE FROM schedules WHERE id = ?', row.id);
         await this.discard(
@@ -245,8 +248,14 @@ export class Schedules {
     path.keepAlive(run.catch((err: unknown) => console.error(`scheduled send ${id}:`, (err as Error).message)));
   }
 
-  /** A `sending` row an earlier instance left: its outgoing record says how it ended; never sent again. */
-  private async settleLeft(row: ScheduleRow): Promise<void> {
+  /** A `sending` row an earlier instance left: tried again if it never left the queue, else settled from its outgoing record. */
+  private async settleLeft(row: ScheduleRow, path: SendPath): Promise<void> {
+    if (path.takeBackUnhanded(row.name)) {
+      // It never left the queue: nothing was sent, and it is tried again at once.
+      this.sql.exec("UPDATE schedules SET state = 'scheduled', next_try_ms = ? WHERE id = ?", Date.now(), row.id);
+      await setScheduledStatus(this.env.DB, [row.id], 'scheduled');
+      return;
+    }
     const record = await this.env.DB.prepare(
       'SELECT outcome, outcome_detail FROM outgoing_messages WHERE account_id = ? AND message_id = ?',
     )

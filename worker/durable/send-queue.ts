@@ -166,6 +166,18 @@ export class SendQueue {
     throw new OutcomeUnknown(answer.detail);
   }
 
+  /**
+   * A send an earlier instance of the object left still waiting in the queue (never handed to a
+   * gateway) is taken out of it: true, and nothing of it was sent. False when it was handed on, or
+   * is not in the queue.
+   */
+  takeBackUnhanded(name: string): boolean {
+    const row = this.sql.exec<{ state: string }>('SELECT state FROM sends WHERE name = ?', name).toArray()[0];
+    if (row?.state !== 'accepted') return false;
+    this.sql.exec('DELETE FROM sends WHERE name = ?', name);
+    return true;
+  }
+
   private record(request: SendRequest, messageId: string, state: 'accepted', acceptedMs: number): void {
     this.sql.exec(
       'INSERT OR REPLACE INTO sends (name, account_id, message_id, state, accepted_ms) VALUES (?, ?, ?, ?, ?)',

@@ -10,6 +10,9 @@
  *   POST /internal/gateway/accounts/{id}/status         StatusRequest           → { ok: true }
  *   GET  /internal/gateway/accounts/{id}/outgoing/{key}  (empty body signed)     → OutgoingMessage
  *   PUT  /internal/gateway/accounts/{id}/sources/{sha256} a large message source → { ok: true }
+ *   POST /internal/gateway/accounts/{id}/sources/{sha256}/uploads  (empty)   → StagedUpload
+ *   PUT  …/sources/{sha256}/uploads/{upload}/{part}     one part of a very large source → StagedPart
+ *   POST …/sources/{sha256}/uploads/{upload}/complete   StagedUploadComplete    → { ok: true }
  *   POST /internal/gateway/accounts/{id}/outcomes       SendOutcome             → { ok: true }
  *
  * Worker → Gateway: each gateway keeps one WebSocket open to the Worker
@@ -89,6 +92,11 @@ export const MessageIn = z.object({
     .string()
     .regex(/^[0-9a-f]{64}$/)
     .optional(),
+  /**
+   * The message is larger than the gateway takes (`GATEWAY_MAX_MESSAGE_BYTES`): `raw` holds only its
+   * header block and `size` is the whole message's. It is listed from its headers, without a body.
+   */
+  too_large: z.literal(true).optional(),
 });
 export type MessageIn = z.infer<typeof MessageIn>;
 
@@ -364,6 +372,23 @@ export type OutgoingMessage = z.infer<typeof OutgoingMessage>;
 /** A send or a saved draft: the Message-ID it went out with (its copy in Sent or Drafts arrives by sync). */
 export const OutgoingResult = z.object({ message_id: z.string() });
 export type OutgoingResult = z.infer<typeof OutgoingResult>;
+
+/** A multipart upload of a very large source begun (`STAGE_PART_BYTES` a part, the last one shorter). */
+export const StagedUpload = z.object({ upload_id: z.string().min(1).max(1000) });
+export type StagedUpload = z.infer<typeof StagedUpload>;
+
+/** One part stored. */
+export const StagedPart = z.object({ etag: z.string().min(1).max(200) });
+export type StagedPart = z.infer<typeof StagedPart>;
+
+/** Every part of the upload, in order: the source is whole once this is applied. */
+export const StagedUploadComplete = z.object({
+  parts: z
+    .array(z.object({ part: z.number().int().min(1).max(10_000), etag: z.string().min(1).max(200) }))
+    .min(1)
+    .max(10_000),
+});
+export type StagedUploadComplete = z.infer<typeof StagedUploadComplete>;
 
 /**
  * What became of a send or draft, reported by the gateway once it knows, besides its answer on the

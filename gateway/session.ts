@@ -254,6 +254,7 @@ export class Session implements PassHost {
     pullInitialSync(plan, {
       turn: (work) => command.turn(work),
       stage: this.stage,
+      maxMessageBytes: this.maxMessageBytes,
       gmail: this.#features.gmail,
       listing: this.#listing.folders,
       send,
@@ -269,10 +270,10 @@ export class Session implements PassHost {
   }
 
   async #connect(extra: Partial<ImapFlowOptions>): Promise<ImapFlow> {
-    const { connectTimeoutMs, qresync, condstore } = this.#deps.settings;
+    const { connectTimeoutMs, qresync, condstore, maxMessageBytes } = this.#deps.settings;
     const options = imapOptions(
       this.#config.imap,
-      { timeoutMs: connectTimeoutMs, qresync, condstore },
+      { timeoutMs: connectTimeoutMs, qresync, condstore, maxMessageBytes },
       { socketTimeout: SOCKET_TIMEOUT_MS, ...extra },
     );
     const client = await openImap(options);
@@ -329,6 +330,10 @@ export class Session implements PassHost {
   /** Sends one batch of changes; afterwards the Worker's cursors of those folders are ours. */
   get moveSettleMs(): number {
     return this.#deps.settings.moveSettleMs;
+  }
+
+  get maxMessageBytes(): number {
+    return this.#deps.settings.maxMessageBytes;
   }
 
   pollSoon(delayMs: number): void {

@@ -19,7 +19,7 @@ import type {
   StatusRequest,
   WorkerToGateway,
 } from '../common/relay.ts';
-import { GATEWAY_ID_IN_USE_TYPE, LEASE_LOST_TYPE } from '../common/relay-limits.ts';
+import { GATEWAY_ID_IN_USE_TYPE, LEASE_LOST_TYPE, STAGE_PART_BYTES } from '../common/relay-limits.ts';
 import { relayCheck } from './relay-checks.ts';
 import { randomUUID } from 'node:crypto';
 import { DEAD_AFTER_MS, PING, PING_INTERVAL_MS, PONG } from '../common/heartbeat.ts';
@@ -40,6 +40,8 @@ const checkHeartbeatResponse = relayCheck('HeartbeatResponse');
 const checkLeaseResponse = relayCheck('LeaseResponse');
 const checkChangesResponse = relayCheck('ChangesResponse');
 const checkOutgoingMessage = relayCheck('OutgoingMessage');
+const checkStagedUpload = relayCheck('StagedUpload');
+const checkStagedPart = relayCheck('StagedPart');
 const checkWorkerToGateway = relayCheck('WorkerToGateway');
 
 /** A non-retryable answer (4xx) from the Worker. */
@@ -183,7 +185,27 @@ export class WorkerClient {
    */
   async stageSource(accountId: string, sha256: string, source: Uint8Array, opts?: PostOptions): Promise<void> {
     const path = `${accountPath(accountId)}/sources/${sha256}`;
-    await this.#send('PUT', path, source, 'message/rfc822', null, opts);
+    if (source.byteLength <= STAGE_PART_BYTES) {
+      await this.#send('PUT', path, source, 'message/rfc822', null, opts);
+      return;
+    }
+    // A very large source goes in parts (an R2 multipart upload), none larger than a part.
+    const { upload_id } = await this.#post(`${path}/uploads`, {}, checkStagedUpload, opts);
+    const upload = `${path}/uploads/${encodeURIComponent(upload_id)}`;
+    const parts: { part: number; etag: string }[] = [];
+    for (let offset = 0, part = 1; offset < source.byteLength; offset += STAGE_PART_BYTES, part++) {
+      const bytes = source.subarray(offset, offset + STAGE_PART_BYTES);
+      const { etag } = await this.#send(
+        'PUT',
+        `${upload}/${part}`,
+        bytes,
+        'application/octet-stream',
+        checkStagedPart,
+        opts,
+      );
+      parts.push({ part, etag });
+    }
+    await this.#post(`${upload}/complete`, { parts }, null, opts);
   }
 
   #post<T>(path: string, payload: unknown, check: ((value: unknown) => T) | null, opts: PostOptions = {}) {

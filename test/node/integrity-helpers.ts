@@ -29,11 +29,14 @@ export interface Suite {
 
 /**
  * Registers the file's hooks: a private Dovecot + Postfix, `npm start` and one gateway, all stopped
- * afterwards. `defaults`: the gateway runs with the shipped settings (no fast poll).
+ * afterwards. `defaults`: the gateway runs with the shipped settings (no fast poll); `env`: more of its environment.
  */
-export function endToEndSuite(gatewayId: string, { defaults = false }: { defaults?: boolean } = {}): Suite {
+export function endToEndSuite(
+  gatewayId: string,
+  { defaults = false, env = {} }: { defaults?: boolean; env?: Record<string, string> } = {},
+): Suite {
   const clients: ImapFlow[] = [];
-  const fast: Record<string, string> = defaults ? {} : { GATEWAY_POLL_INTERVAL_MS: '1000' };
+  const fast: Record<string, string> = { ...(defaults ? {} : { GATEWAY_POLL_INTERVAL_MS: '1000' }), ...env };
   const suite = {
     gatewayEnv: () => ({ NODE_EXTRA_CA_CERTS: suite.mail.caFile, ...fast }),
     async imap(user: string) {

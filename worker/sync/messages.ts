@@ -16,7 +16,6 @@ import type { AttachmentRow, EmailRecord, EmailRow } from '../emails/present.ts'
 import { blobKeys, loadEmailRecords } from '../emails/store.ts';
 import type { FolderRow } from '../folders/present.ts';
 import type { ParsedMessage } from '../ingest/types.ts';
-import { fromBase64 } from '../lib/crypto.ts';
 import { isoNow } from '../lib/time.ts';
 import { outgoingByMessageId, outgoingFields, type OutgoingRecord } from '../send/outgoing.ts';
 import { Threader, threadedMessage } from '../threads/threader.ts';
@@ -26,6 +25,7 @@ import { flagState, membershipsByUid, membershipsOf, refreshEmails, target, type
 import { NewMailRows } from './new-mail.ts';
 import { prepareMessage } from './prepare.ts';
 import { SeparateObjects, Segment, type BlobWriter } from './segment.ts';
+import { sourceOf, tooLargeNotice } from './sources.ts';
 import { addEvent, emptyResult, endUnit, type ChangeResult, type SyncState } from './state.ts';
 import { timed } from './stats.ts';
 
@@ -78,6 +78,13 @@ export async function applyMessages(
     );
   else cursor.last_uid = Math.max(cursor.last_uid, ...messages.map((m) => m.uid));
   if (fresh.length === 0) return result;
+  const tooLarge = fresh.find((m) => m.too_large);
+  if (tooLarge)
+    result.statements.push(
+      db
+        .prepare('UPDATE accounts SET last_error = ?, updated_at = ? WHERE id = ?')
+        .bind(tooLargeNotice(path, tooLarge), isoNow(), state.account.accountId),
+    );
 
   const stats = state.stats;
   if (stats) stats.messages += fresh.length;
@@ -86,8 +93,9 @@ export async function applyMessages(
       fresh.map(async (message) => {
         const ready = state.prepared?.get(message);
         if (ready) return { message, ...ready };
-        const raw = message.staged ? await stagedSource(state, message.staged) : fromBase64(message.raw);
-        return { message, ...(await prepareMessage(message, raw)) };
+        const { raw, cut } = await sourceOf(state, message);
+        const prepared = await prepareMessage(message, raw, cut);
+        return { message, ...prepared };
       }),
     ),
   );
@@ -214,13 +222,6 @@ export async function applyMessages(
  */
 function arrivedBeforeConnect(message: MessageIn, connectedAtMs: number): boolean {
   return Date.parse(message.internal_date) < Math.floor(connectedAtMs / 1000) * 1000;
-}
-
-/** A source the gateway staged in R2 before the change (see `MessageIn.staged`). */
-async function stagedSource(state: SyncState, sha256: string): Promise<Uint8Array> {
-  const object = await state.env.BLOBS.get(blobKeys.staged(state.account.accountId, sha256));
-  if (!object) throw new Error(`the staged source ${sha256} is missing`);
-  return new Uint8Array(await object.arrayBuffer());
 }
 
 /** Among copies not in the folder yet, the one a move most likely came from: an orphan, else one leaving its place. */

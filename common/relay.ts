@@ -186,6 +186,15 @@ export const Change = z.discriminatedUnion('type', [
       }),
     ),
   }),
+  /**
+   * A folder that cannot make progress (the server refuses to open it), or `problem: null` when it
+   * can again: the account's `last_error` names the folder and the reason while the rest syncs on.
+   */
+  z.object({
+    type: z.literal('folder_problem'),
+    path: z.string(),
+    problem: z.string().max(500).nullable(),
+  }),
   /** Progress of the initial sync: `running` when a pull starts (again), then `completed` or `failed` once. */
   z.object({
     type: z.literal('initial_sync'),

@@ -25,6 +25,12 @@ import { hasNewMail, mayHaveNewMail, statusOf } from './folder-status.ts';
 import { mergeHints, sendSnapshot, sendTail, type ReadThrough } from './pass-tail.ts';
 import { Aborted } from './worker-client.ts';
 
+/** The server's words for a refused command, without anything of ours. */
+function refusal(err: unknown): string {
+  const text = (err as { responseText?: string }).responseText ?? (err instanceof Error ? err.message : '');
+  return (text || 'NO').slice(0, 200);
+}
+
 /** What a pass needs of its session (gateway/session.ts). */
 export interface PassHost {
   readonly log: Logger;
@@ -114,9 +120,11 @@ export class FolderPasses {
     }
     if ((err as { responseStatus?: string }).responseStatus === 'NO') {
       // One folder the server will not open right now (permissions, a broken mailbox): the rest of
-      // the account goes on, nothing is reported for it, and the next poll tries it again.
-      if (!this.#refused.has(path))
+      // the account goes on, the account's last_error names it, and the next poll tries it again.
+      if (!this.#refused.has(path)) {
         host.log.warn('folder refused by the server, retrying', { path, ...errorFields(err) });
+        this.#reportProblem(path, `the server refuses it: ${refusal(err)}`);
+      }
       this.#refused.add(path);
       return;
     }
@@ -126,7 +134,15 @@ export class FolderPasses {
   async #syncFolder(path: string): Promise<void> {
     this.#host.log.debug('pass', { path });
     await this.#passOver(path);
-    if (this.#refused.delete(path)) this.#host.log.info('folder readable again', { path });
+    if (this.#refused.delete(path)) {
+      this.#host.log.info('folder readable again', { path });
+      this.#reportProblem(path, null);
+    }
+  }
+
+  /** The account's last_error names a folder that cannot make progress (null: it can again). */
+  #reportProblem(path: string, problem: string | null): void {
+    this.#host.send([{ type: 'folder_problem', path, problem }]).catch((err: unknown) => this.#passFailed(path, err));
   }
 
   async #passOver(path: string): Promise<void> {

@@ -15,6 +15,7 @@ import { applyFolders } from './folders.ts';
 import type { InitialSync } from './initial-sync.ts';
 import { applyFlags, applySnapshot, applyVanished, detachStale } from './memberships.ts';
 import { applyMessages } from './messages.ts';
+import { folderProblem } from './problems.ts';
 import type { SyncStats } from './stats.ts';
 import {
   emptyResult,
@@ -105,6 +106,8 @@ export class ChangeApplier {
       case 'passed':
         this.recordPass(change);
         return emptyResult();
+      case 'folder_problem':
+        return folderProblem(state, change.path, change.problem);
     }
   }
 

@@ -316,8 +316,17 @@ export type LeaseResponse = z.infer<typeof LeaseResponse>;
  * `n - 1` (a later one waits for it; one that waited too long, or comes from a stream that a newer
  * one replaced, is refused with 409 `errors/out_of_order`, and the gateway starts a new stream). A
  * batch already applied (`n` at or below the last one) is answered without being applied again.
+ *
+ * `session`: the epoch of the gateway session that sent it (it grows with every session a gateway
+ * process starts, and a restarted process starts above the old one): once a session of the holding
+ * gateway has had a batch applied, a batch of an earlier session of that gateway is refused (409),
+ * however late it arrives.
  */
-export const ChangesSequence = z.object({ stream: z.string().min(1).max(64), n: z.number().int().nonnegative() });
+export const ChangesSequence = z.object({
+  stream: z.string().min(1).max(64),
+  n: z.number().int().nonnegative(),
+  session: z.number().int().nonnegative().optional(),
+});
 export type ChangesSequence = z.infer<typeof ChangesSequence>;
 
 export const ChangesRequest = z.object({

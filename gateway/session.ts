@@ -30,7 +30,7 @@ import type { AccountDeps, PendingInitialSync } from './account-deps.ts';
 import type { Evidence } from './evidence.ts';
 import { pullInitialSync } from './initial-sync.ts';
 import { alsoWake, chooseWatched } from './watchers.ts';
-import { Aborted } from './worker-client.ts';
+import { Aborted, newChangeStream } from './worker-client.ts';
 
 /** Re-issue IDLE this often (servers may drop an IDLE older than 30 minutes, RFC 2177). */
 const IDLE_RESTART_MS = 20 * 60_000;
@@ -66,6 +66,8 @@ export class Session implements PassHost {
   #poller: Poller;
   /** Calls to the Worker on their way (see `settled`). */
   #inFlight = new Set<Promise<unknown>>();
+  /** This session's batches: a batch of it arriving after a later session's is refused by the Worker. */
+  #stream = newChangeStream();
 
   constructor(
     accountId: string,
@@ -250,7 +252,9 @@ export class Session implements PassHost {
     const command = this.#command;
     if (!plan) return;
     const send = async (changes: Change[]) =>
-      void (await this.#call(() => this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal })));
+      void (await this.#call(() =>
+        this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal, stream: this.#stream }),
+      ));
     pullInitialSync(plan, {
       turn: (work) => command.turn(work),
       stage: this.stage,
@@ -343,7 +347,7 @@ export class Session implements PassHost {
   async send(changes: Change[]): Promise<void> {
     if (!changes.length) return;
     const response = await this.#call(() =>
-      this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal }),
+      this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal, stream: this.#stream }),
     );
     this.evidence.take(response.orphans);
     const touched = new Set(

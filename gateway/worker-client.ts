@@ -73,6 +73,22 @@ export interface PostOptions {
   attempts?: number;
 }
 
+/** A session's stream of change batches for its account (`ChangesSequence`). */
+export interface ChangeStream {
+  id: string;
+  next: number;
+  /** The session's epoch: above every earlier session's of this process (and, by the clock, of the one before it). */
+  session: number;
+}
+
+let lastSession = 0;
+
+/** The stream of a new session: its epoch grows with every session (ms of the clock, or one more). */
+export function newChangeStream(): ChangeStream {
+  lastSession = Math.max(Date.now(), lastSession + 1);
+  return { id: randomUUID(), next: 0, session: lastSession };
+}
+
 export class WorkerClient {
   readonly gatewayId: string;
   /** This process, among any that use the same gateway id (only one may at a time). */
@@ -80,8 +96,8 @@ export class WorkerClient {
   #base: URL;
   #secret: string;
   #log: Logger;
-  /** Each account's stream of change batches (see `changes`). */
-  #streams = new Map<string, { id: string; next: number }>();
+  /** Each account's stream of change batches, for calls without a session's own (see `changes`). */
+  #streams = new Map<string, ChangeStream>();
   /** Control requests by id: running, or answered (kept REMEMBER_ANSWERS_MS). */
   #requests = new Map<string, { reply: Promise<GatewayToWorker>; finishedAt: number | null }>();
 
@@ -120,11 +136,11 @@ export class WorkerClient {
    * stream, so the next one starts a new stream. Its cost is logged at debug level (`relay
    * changes`: what `npm run bench sync` sums).
    */
-  async changes(accountId: string, changes: Change[], opts?: PostOptions) {
+  async changes(accountId: string, changes: Change[], opts?: PostOptions & { stream?: ChangeStream }) {
     const start = performance.now();
-    const stream = this.#streams.get(accountId) ?? { id: randomUUID(), next: 0 };
-    this.#streams.set(accountId, stream);
-    const sequence = { stream: stream.id, n: stream.next++ };
+    const stream = opts?.stream ?? this.#streams.get(accountId) ?? newChangeStream();
+    if (!opts?.stream) this.#streams.set(accountId, stream);
+    const sequence = { stream: stream.id, n: stream.next++, session: stream.session };
     const body = JSON.stringify({ gateway_id: this.gatewayId, changes, sequence } satisfies ChangesRequest);
     const encoded = performance.now();
     let response: ChangesResponse;
@@ -139,6 +155,8 @@ export class WorkerClient {
       );
     } catch (err) {
       if (this.#streams.get(accountId) === stream) this.#streams.delete(accountId);
+      // The session's next batch starts a new stream (same session).
+      if (opts?.stream === stream) Object.assign(stream, { id: randomUUID(), next: 0 });
       throw err;
     }
     const messages = changes.reduce((n, c) => n + (c.type === 'messages' ? c.messages.length : 0), 0);

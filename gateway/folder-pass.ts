@@ -220,7 +220,7 @@ export class FolderPasses {
     return { path, uidvalidity: status.uidvalidity, last_uid: 0, highest_modseq: null };
   }
 
-  /** #fetchNew, unless new mail is held back (see the top): then the cursor stays at the baseline. */
+  /** #fetchNew, unless new mail is held back (see the top; never while the folder is re-read): then the cursor stays at the baseline. */
   async #fetchUnlessHeld(
     client: ImapFlow,
     path: string,
@@ -229,7 +229,10 @@ export class FolderPasses {
   ): Promise<ReadThrough> {
     const host = this.#host;
     const settleMs = host.moveSettleMs;
-    if (host.features().move || settleMs === 0) return this.#fetchNew(client, path, status, base);
+    // A folder being read again (renumbered: on Courier, every rename) is never held: its messages
+    // are found again by identity, and its re-read ends only once it is read through.
+    const rereading = host.cursors.get(path)?.resync === true;
+    if (host.features().move || settleMs === 0 || rereading) return this.#fetchNew(client, path, status, base);
     const now = performance.now();
     const since = this.#heldSince.get(path) ?? now;
     if (now - since >= settleMs || !(await hasNewMail(client, status, base))) {

@@ -29,11 +29,16 @@ export interface Suite {
 
 /**
  * Registers the file's hooks: a private Dovecot + Postfix, `npm start` and one gateway, all stopped
- * afterwards. `defaults`: the gateway runs with the shipped settings (no fast poll); `env`: more of its environment.
+ * afterwards. `defaults`: the gateway runs with the shipped settings (no fast poll); `env`: more of its
+ * environment; `mail`: how Dovecot runs (without some extensions).
  */
 export function endToEndSuite(
   gatewayId: string,
-  { defaults = false, env = {} }: { defaults?: boolean; env?: Record<string, string> } = {},
+  {
+    defaults = false,
+    env = {},
+    mail = {},
+  }: { defaults?: boolean; env?: Record<string, string>; mail?: Parameters<typeof startEndToEnd>[2] } = {},
 ): Suite {
   const clients: ImapFlow[] = [];
   const fast: Record<string, string> = { ...(defaults ? {} : { GATEWAY_POLL_INTERVAL_MS: '1000' }), ...env };
@@ -46,7 +51,7 @@ export function endToEndSuite(
     },
   } as unknown as Suite;
   beforeAll(async () => {
-    Object.assign(suite, await startEndToEnd(gatewayId, fast));
+    Object.assign(suite, await startEndToEnd(gatewayId, fast, mail));
   }, 120_000);
   afterEach((ctx) => dumpLogsOnFailure(ctx, suite.service));
   afterAll(async () => {

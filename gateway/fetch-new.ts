@@ -2,7 +2,8 @@
  * Fetching and relaying a folder's new mail (every UID above the pass's baseline), in batches, a
  * few on their way to the Worker while the next is fetched (the Worker applies them in order).
  *
- * Sizes are read first (one FETCH of RFC822.SIZE): a message over the gateway's limit
+ * Sizes are read first (one FETCH of RFC822.SIZE, which also bounds what this pass fetches): a
+ * message over the gateway's limit
  * (`GATEWAY_MAX_MESSAGE_BYTES`, also the IMAP literal limit of every connection) is never fetched
  * whole; it is relayed with the first bytes of its source only (its header block), marked
  * `omitted`, so it is listed from its headers and the mail after it goes on.
@@ -42,36 +43,45 @@ export interface FetchHost {
   send(changes: Change[]): Promise<void>;
 }
 
-/** One FETCH of the pass: a UID range (`end` null: up to `*`) fetched whole, or one message too large for that. */
+/** One FETCH of the pass: a UID range fetched whole, or one message too large for that. */
 interface Span {
   start: number;
-  end: number | null;
+  end: number;
   omitted: boolean;
 }
 
 /**
- * The spans of `first:*`: ranges fetched whole around each message over the limit. `large`: the
- * UIDs over the limit, ascending. Mail that arrives after the sizes were read falls in the last span.
+ * The spans of `first..last`: ranges fetched whole around each message over the limit (`large`,
+ * ascending). Always bounded: "n:*" names the highest UID even below n, which could be a message
+ * over the limit (its literal would end the connection).
  */
-export function spansOf(first: number, large: number[]): Span[] {
+export function spansOf(first: number, last: number, large: number[]): Span[] {
   const spans: Span[] = [];
   let start = first;
   for (const uid of large) {
-    if (uid < start) continue;
+    if (uid < start || uid > last) continue;
     if (uid > start) spans.push({ start, end: uid - 1, omitted: false });
     spans.push({ start: uid, end: uid, omitted: true });
     start = uid + 1;
   }
-  spans.push({ start, end: null, omitted: false });
+  if (start <= last) spans.push({ start, end: last, omitted: false });
   return spans;
 }
 
-/** UIDs above `after` whose RFC822.SIZE is over `maxBytes`, ascending. */
-async function largeMessages(client: ImapFlow, after: number, maxBytes: number): Promise<number[]> {
+/** The UIDs above `after` and their sizes (one FETCH of RFC822.SIZE): the highest, and those over `maxBytes`. */
+async function sizesAbove(
+  client: ImapFlow,
+  after: number,
+  maxBytes: number,
+): Promise<{ last: number; large: number[] }> {
   const large: number[] = [];
-  for await (const msg of client.fetch(`${after + 1}:*`, { uid: true, size: true }, { uid: true }))
-    if (hasUid(msg) && msg.uid > after && (msg.size ?? 0) > maxBytes) large.push(msg.uid);
-  return large.sort((a, b) => a - b);
+  let last = after;
+  for await (const msg of client.fetch(`${after + 1}:*`, { uid: true, size: true }, { uid: true })) {
+    if (!hasUid(msg) || msg.uid <= after) continue;
+    last = Math.max(last, msg.uid);
+    if ((msg.size ?? 0) > maxBytes) large.push(msg.uid);
+  }
+  return { last, large: large.sort((a, b) => a - b) };
 }
 
 /** Batches relayed messages and keeps a few batches on their way; the last one carries the cursor. */
@@ -156,9 +166,10 @@ export async function fetchNew(
     await relay.add(omitted ? toOmitted(msg, gmail) : await toRelayed(msg, gmail, host.stage));
     lastUid = Math.max(lastUid, msg.uid);
   };
-  const large = await largeMessages(client, base.last_uid, host.maxMessageBytes);
-  for (const span of spansOf(base.last_uid + 1, large)) {
-    const range = `${span.start}:${span.end ?? '*'}`;
+  // Mail that arrives after the sizes were read is fetched by the next pass (its notification or poll).
+  const { last, large } = await sizesAbove(client, base.last_uid, host.maxMessageBytes);
+  for (const span of spansOf(base.last_uid + 1, last, large)) {
+    const range = `${span.start}:${span.end}`;
     const query = span.omitted
       ? { ...messageQuery(gmail), source: { start: 0, maxLength: OMITTED_HEAD_BYTES } }
       : messageQuery(gmail);

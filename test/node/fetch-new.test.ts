@@ -51,7 +51,7 @@ describe('fetchNew', () => {
     let second = false;
     const c = client((range, query) => {
       if (!query.source) return [1, 2, 3].map((uid) => ({ uid, size: 100 }));
-      if (range === '1:*')
+      if (range === '1:3')
         return [
           { uid: 1, flags: new Set(), size: 100, source: source(1) },
           // An unsolicited flag update, or a message expunged while it was read.
@@ -65,7 +65,7 @@ describe('fetchNew', () => {
     });
     const read = await fetchNew(h, c, 'INBOX', status, base);
     expect(second).toBe(true);
-    expect(c.asked).toEqual(['1:* sizes', '1:* source', '2 source']);
+    expect(c.asked).toEqual(['1:* sizes', '1:3 source', '2 source']);
     expect(relayed(h).map((m) => m.uid)).toEqual([1, 3, 2]);
     expect(read).toEqual({ lastUid: 3, complete: true });
     expect(cursorOf(h)).toMatchObject({ last_uid: 3 });
@@ -75,7 +75,7 @@ describe('fetchNew', () => {
     const h = host();
     const c = client((range, query) => {
       if (!query.source) return [1, 2, 3].map((uid) => ({ uid, size: 100 }));
-      if (range === '1:*')
+      if (range === '1:3')
         return [
           { uid: 1, flags: new Set(), size: 100, source: source(1) },
           { uid: 2, flags: new Set() },
@@ -100,10 +100,10 @@ describe('fetchNew', () => {
       if (range === '1:1') return [{ uid: 1, flags: new Set(), size: 100, source: source(1) }];
       if (range === '2:2')
         return [{ uid: 2, flags: new Set(), size: 5_000, source: Buffer.concat([source(2), Buffer.alloc(200, 65)]) }];
-      return range === '3:*' ? [{ uid: 3, flags: new Set(), size: 100, source: source(3) }] : [];
+      return range === '3:3' ? [{ uid: 3, flags: new Set(), size: 100, source: source(3) }] : [];
     });
     await fetchNew(h, c, 'INBOX', status, base);
-    expect(c.asked).toEqual(['1:* sizes', '1:1 source', '2:2 head', '3:* source']);
+    expect(c.asked).toEqual(['1:* sizes', '1:1 source', '2:2 head', '3:3 source']);
     const [one, two, three] = relayed(h);
     expect([one?.uid, two?.uid, three?.uid]).toEqual([1, 2, 3]);
     expect(two).toMatchObject({ too_large: true, size: 5_000 });
@@ -111,14 +111,27 @@ describe('fetchNew', () => {
     expect(Buffer.from(two!.raw, 'base64').toString()).toBe('Subject: m2\r\nMessage-ID: <m2@x>\r\n\r\n');
   });
 
-  it('cuts the UID range around messages over the limit', () => {
-    expect(spansOf(5, [])).toEqual([{ start: 5, end: null, omitted: false }]);
-    expect(spansOf(5, [5, 6, 9])).toEqual([
+  it('cuts the UID range around messages over the limit, never up to "*"', () => {
+    expect(spansOf(5, 9, [])).toEqual([{ start: 5, end: 9, omitted: false }]);
+    expect(spansOf(5, 4, [])).toEqual([]);
+    expect(spansOf(5, 9, [5, 6, 9])).toEqual([
       { start: 5, end: 5, omitted: true },
       { start: 6, end: 6, omitted: true },
       { start: 7, end: 8, omitted: false },
       { start: 9, end: 9, omitted: true },
-      { start: 10, end: null, omitted: false },
     ]);
+  });
+
+  it('fetches nothing whole when the only new message is over the limit (a FETCH "n:*" would name it)', async () => {
+    const h = host(1_000);
+    const c = client((range, query) => {
+      if (!query.source) return [{ uid: 1, size: 5_000 }];
+      if (range === '1:1' && typeof query.source === 'object')
+        return [{ uid: 1, flags: new Set(), size: 5_000, source: source(1) }];
+      throw new Error(`fetched ${range} whole`);
+    });
+    await fetchNew(h, c, 'INBOX', { ...status, uidnext: 2 }, base);
+    expect(c.asked).toEqual(['1:* sizes', '1:1 head']);
+    expect(relayed(h).map((m) => m.too_large)).toEqual([true]);
   });
 });

@@ -234,8 +234,14 @@ export const gatewayRoutes = new Hono<AppEnv>()
   })
   .post('/accounts/:id/sources/:sha256/uploads/:upload/complete', async (c) => {
     const { parts } = await signedBody(c, StagedUploadComplete);
-    const upload = c.env.BLOBS.resumeMultipartUpload(stagedKey(c), c.req.param('upload'));
-    await upload.complete(parts.map((p) => ({ partNumber: p.part, etag: p.etag })));
+    const key = stagedKey(c);
+    const upload = c.env.BLOBS.resumeMultipartUpload(key, c.req.param('upload'));
+    try {
+      await upload.complete(parts.map((p) => ({ partNumber: p.part, etag: p.etag })));
+    } catch (err) {
+      // A retried call whose first attempt completed it (its answer was lost): the source is there.
+      if (!(await c.env.BLOBS.head(key))) throw err;
+    }
     return c.json({ ok: true });
   })
 

@@ -2,6 +2,7 @@
 import { ImapFlow, type ImapFlowOptions, type ListResponse, type StatusObject } from 'imapflow';
 import { createSecureContext, type SecureContext } from 'node:tls';
 import type { FolderInfo, ServerConfig } from '../common/relay.ts';
+import { DEFAULT_MAX_MESSAGE_BYTES } from '../common/relay-limits.ts';
 import { trackImapConnection } from './metrics.ts';
 import { mailHostTarget } from './mail-hosts.ts';
 
@@ -18,7 +19,12 @@ export function sharedSecureContext(): SecureContext {
 
 export function imapOptions(
   server: ServerConfig,
-  { timeoutMs, qresync = true, condstore = true }: { timeoutMs: number; qresync?: boolean; condstore?: boolean },
+  {
+    timeoutMs,
+    qresync = true,
+    condstore = true,
+    maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES,
+  }: { timeoutMs: number; qresync?: boolean; condstore?: boolean; maxMessageBytes?: number },
   extra: Partial<ImapFlowOptions> = {},
 ): ImapFlowOptions {
   const extensions = { qresync, condstore };
@@ -41,6 +47,11 @@ export function imapOptions(
     // per connection, about 300 KB: more than the whole connection without it. An idle account's
     // traffic is a few status lines, not worth that.
     disableCompression: true,
+    // A server's literal (a message source) is never taken above the gateway's message limit: a
+    // larger one ends the connection instead of filling the gateway's memory. The pass reads sizes
+    // first and fetches only the head of a larger message (gateway/fetch-new.ts).
+    maxLiteralSize: maxMessageBytes,
+    maxResponseSize: maxMessageBytes + 1024 * 1024,
     ...extra,
   };
 }

@@ -191,6 +191,37 @@ describe('a staged source', () => {
   });
 });
 
+describe('a very large staged source', () => {
+  it('goes in signed parts and is whole once completed; a completion sent again is answered as done', async () => {
+    const part = 5 * 1024 * 1024;
+    const source = new Uint8Array(2 * part + 123).map((_, i) => 65 + (i % 26));
+    const sha = await sha256Hex(source);
+    const accountId = newId('account');
+    const base = `/internal/gateway/accounts/${accountId}/sources/${sha}/uploads`;
+    const call = async (method: string, path: string, body: string | Uint8Array) =>
+      send(path, {
+        method,
+        headers: { [GATEWAY_SIGNATURE_HEADER]: await signRequest(GATEWAY_SECRET, { method, path, body }) },
+        body,
+      });
+    const begun = await call('POST', base, '{}');
+    expect(begun.status).toBe(200);
+    const { upload_id } = begun.body as { upload_id: string };
+    const upload = `${base}/${encodeURIComponent(upload_id)}`;
+    const parts: { part: number; etag: string }[] = [];
+    for (let i = 0; i * part < source.length; i++) {
+      const answer = await call('PUT', `${upload}/${i + 1}`, source.subarray(i * part, (i + 1) * part));
+      expect(answer.status).toBe(200);
+      parts.push({ part: i + 1, etag: (answer.body as { etag: string }).etag });
+    }
+    const complete = JSON.stringify({ parts });
+    expect((await call('POST', `${upload}/complete`, complete)).status).toBe(200);
+    const stored = await env.BLOBS.get(`accounts/${accountId}/staged/${sha}.eml`);
+    expect(await sha256Hex(new Uint8Array(await stored!.arrayBuffer()))).toBe(sha);
+    expect((await call('POST', `${upload}/complete`, complete)).status).toBe(200);
+  });
+});
+
 describe('the control socket credential', () => {
   const gatewayId = 'gw-credential';
   const path = `/internal/gateway/connect?gateway_id=${gatewayId}&instance=proc-1`;

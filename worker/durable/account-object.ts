@@ -242,11 +242,11 @@ export class AccountObject extends DurableObject<Env> {
     sequence?: ChangesSequence,
     prepared?: Prepared,
   ): Promise<HolderResult<AppliedChanges> | { ok: false; out_of_order: string }> {
-    if (sequence) await this.order.waitForTurn(sequence);
+    if (sequence) await this.order.waitForTurn(sequence, gatewayId);
     return this.serialize(async () => {
       const problem = this.leaseProblem(gatewayId);
       if (problem) return { ok: false, lease_lost: problem };
-      const turn = sequence ? this.order.turn(sequence) : 'apply';
+      const turn = sequence ? this.order.turn(sequence, gatewayId) : 'apply';
       if (turn === 'applied') return { ok: true, value: this.applied() };
       if (turn === 'refused') return { ok: false, out_of_order: `batch ${sequence!.n} came out of order` };
       const context = this.store.accountContext();
@@ -273,7 +273,7 @@ export class AccountObject extends DurableObject<Env> {
         },
         this.actions.withoutDeparted(changes),
       );
-      if (sequence) this.order.applied(sequence);
+      if (sequence) this.order.applied(sequence, gatewayId);
       this.store.setListedMark(applier.state.listedMark);
       // New evidence: the orphans it covers are deleted in the alarm (an invocation of its own).
       if (this.store.orphansWaiting() && changes.some((c) => c.type === 'passed')) await this.alarmAt(Date.now());

@@ -12,8 +12,11 @@ import {
   LeaseRequest,
   ReleaseRequest,
   SendOutcome,
+  StagedUploadComplete,
   StatusRequest,
   type LeaseResponse,
+  type StagedPart,
+  type StagedUpload,
   type MailboxConfig,
 } from '../../common/relay.ts';
 import type { AppEnv } from '../env.ts';
@@ -46,6 +49,13 @@ interface AccountSecretsRow {
   smtp_encryption: 'SSL' | 'STARTTLS' | 'NONE';
   smtp_user: string;
   credentials: string;
+}
+
+/** The R2 key of the staged source the path names. */
+function stagedKey(c: Context<AppEnv>): string {
+  const sha256 = c.req.param('sha256') ?? '';
+  if (!/^[0-9a-f]{64}$/.test(sha256)) throw new ApiError('not_found', 'No such source');
+  return blobKeys.staged(accountIdParam(c), sha256);
 }
 
 /** The signed JSON body of a gateway call (auth.ts checked the signature), validated. */
@@ -200,6 +210,39 @@ export const gatewayRoutes = new Hono<AppEnv>()
       sha256,
       httpMetadata: { contentType: 'message/rfc822' },
     });
+    return c.json({ ok: true });
+  })
+
+  // A very large source in parts (R2 multipart upload, `STAGE_PART_BYTES` a part): no call carries
+  // more than a part, and no invocation holds more than one.
+  .post('/accounts/:id/sources/:sha256/uploads', async (c) => {
+    await readSignedBody(c);
+    const upload = await c.env.BLOBS.createMultipartUpload(stagedKey(c), {
+      httpMetadata: { contentType: 'message/rfc822' },
+    });
+    const answer: StagedUpload = { upload_id: upload.uploadId };
+    return c.json(answer);
+  })
+  .put('/accounts/:id/sources/:sha256/uploads/:upload/:part', async (c) => {
+    const part = Number(c.req.param('part'));
+    if (!Number.isInteger(part) || part < 1 || part > 10_000) throw new ApiError('not_found', 'No such part');
+    const bytes = await readSignedBody(c);
+    if (bytes.byteLength === 0) throw new ApiError('invalid_parameters', 'body: a part needs bytes');
+    const upload = c.env.BLOBS.resumeMultipartUpload(stagedKey(c), c.req.param('upload'));
+    const uploaded = await upload.uploadPart(part, bytes);
+    const answer: StagedPart = { etag: uploaded.etag };
+    return c.json(answer);
+  })
+  .post('/accounts/:id/sources/:sha256/uploads/:upload/complete', async (c) => {
+    const { parts } = await signedBody(c, StagedUploadComplete);
+    const key = stagedKey(c);
+    const upload = c.env.BLOBS.resumeMultipartUpload(key, c.req.param('upload'));
+    try {
+      await upload.complete(parts.map((p) => ({ partNumber: p.part, etag: p.etag })));
+    } catch (err) {
+      // A retried call whose first attempt completed it (its answer was lost): the source is there.
+      if (!(await c.env.BLOBS.head(key))) throw err;
+    }
     return c.json({ ok: true });
   })
 

@@ -14,7 +14,7 @@ import { MAX_INTERNAL_BODY_BYTES } from '../../worker/gateways/auth.ts';
 import { newId } from '../../worker/lib/ids.ts';
 import { expectError } from './helpers.ts';
 import { meteredEnv, newMeter } from './metered.ts';
-import { GATEWAY_SECRET } from './sync-helpers.ts';
+import { createSyncedAccount, GATEWAY_SECRET } from './sync-helpers.ts';
 
 const BASE = 'https://mail.example.com';
 const app = createApp();
@@ -168,7 +168,7 @@ describe('a staged source', () => {
   it('streams into R2 when the signature declares the SHA-256 in its path, and is refused otherwise', async () => {
     const source = new TextEncoder().encode('Subject: staged\r\n\r\nbody\r\n');
     const sha = await sha256Hex(source);
-    const accountId = newId('account');
+    const { id: accountId } = await createSyncedAccount();
     const path = `/internal/gateway/accounts/${accountId}/sources/${sha}`;
     const put = async (signedBody: Uint8Array, target = path) =>
       send(target, {
@@ -188,6 +188,12 @@ describe('a staged source', () => {
     expectError(await put(other), 401, 'unauthorized');
     const elsewhere = `/internal/gateway/accounts/${accountId}/sources/${await sha256Hex(other)}`;
     expectError(await put(source, elsewhere), 401, 'unauthorized');
+
+    // A removed account takes no source: it would outlive the purge.
+    await env.BLOBS.delete(`accounts/${accountId}/staged/${sha}.eml`);
+    await env.DB.prepare('UPDATE accounts SET removed_at_ms = ? WHERE id = ?').bind(Date.now(), accountId).run();
+    expectError(await put(source), 409, 'lease_lost');
+    expect(await env.BLOBS.head(`accounts/${accountId}/staged/${sha}.eml`)).toBeNull();
   });
 });
 
@@ -196,7 +202,7 @@ describe('a very large staged source', () => {
     const part = 5 * 1024 * 1024;
     const source = new Uint8Array(2 * part + 123).map((_, i) => 65 + (i % 26));
     const sha = await sha256Hex(source);
-    const accountId = newId('account');
+    const { id: accountId } = await createSyncedAccount();
     const base = `/internal/gateway/accounts/${accountId}/sources/${sha}/uploads`;
     const call = async (method: string, path: string, body: string | Uint8Array) =>
       send(path, {

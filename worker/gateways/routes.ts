@@ -101,6 +101,17 @@ const leaseLost = (detail: string) =>
   Response.json({ status: 409, type: LEASE_LOST_TYPE, title: 'Lease lost', detail }, { status: 409 });
 
 /**
+ * A source staged for a removed account would outlive its purge: refused (the gateway drops the
+ * account, as for a lost lease). Null when the account is live.
+ */
+async function refusedForRemoved(c: Context<AppEnv>): Promise<Response | null> {
+  const live = await c.env.DB.prepare('SELECT 1 AS live FROM accounts WHERE id = ? AND removed_at_ms IS NULL')
+    .bind(accountIdParam(c))
+    .first<{ live: number }>();
+  return live ? null : leaseLost('the account was removed');
+}
+
+/**
  * A 409 when another live process uses the caller's gateway id (fleet.ts `registerGateway`), else
  * null. An owner without a live control socket (killed, then restarted with the same GATEWAY_ID)
  * is taken over at once rather than after a lease time: that costs one call to its object, only then.
@@ -206,6 +217,8 @@ export const gatewayRoutes = new Hono<AppEnv>()
     const length = Number(c.req.header('content-length'));
     if (!c.req.raw.body || !Number.isSafeInteger(length) || length <= 0)
       throw new ApiError('invalid_parameters', 'content-length: a staged source needs its length');
+    const refused = await refusedForRemoved(c);
+    if (refused) return refused;
     await c.env.BLOBS.put(blobKeys.staged(accountIdParam(c), sha256), c.req.raw.body, {
       sha256,
       httpMetadata: { contentType: 'message/rfc822' },
@@ -217,6 +230,8 @@ export const gatewayRoutes = new Hono<AppEnv>()
   // more than a part, and no invocation holds more than one.
   .post('/accounts/:id/sources/:sha256/uploads', async (c) => {
     await readSignedBody(c);
+    const refused = await refusedForRemoved(c);
+    if (refused) return refused;
     const upload = await c.env.BLOBS.createMultipartUpload(stagedKey(c), {
       httpMetadata: { contentType: 'message/rfc822' },
     });
@@ -235,6 +250,8 @@ export const gatewayRoutes = new Hono<AppEnv>()
   })
   .post('/accounts/:id/sources/:sha256/uploads/:upload/complete', async (c) => {
     const { parts } = await signedBody(c, StagedUploadComplete);
+    const refused = await refusedForRemoved(c);
+    if (refused) return refused;
     const key = stagedKey(c);
     const upload = c.env.BLOBS.resumeMultipartUpload(key, c.req.param('upload'));
     try {

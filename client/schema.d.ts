@@ -538,6 +538,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/databases": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * How full the databases are
+         * @description The workspace's D1 database: the bytes it takes against Cloudflare's 10 GB limit, and the emails and accounts it holds. How many emails fit: docs/capacity.md.
+         */
+        get: operations["listDatabases"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/openapi.json": {
         parameters: {
             query?: never;
@@ -1907,6 +1927,26 @@ export interface components {
             object: "ScheduledEmailCancelled";
             /** @example sch_01JD8Z6Q3W4E5R6T7Y8V9K0P1A */
             id: string;
+        };
+        Database: {
+            /** @constant */
+            object: "Database";
+            /** @description The D1 binding in wrangler.toml (`DB`). */
+            binding: string;
+            /** @description Bytes the database takes now, as D1 reports them. */
+            size_bytes: number;
+            /** @description Cloudflare's limit for one D1 database (10 GB). */
+            limit_bytes: number;
+            /** @description Emails it holds. */
+            emails: number;
+            /** @description Connected accounts whose mail it holds. */
+            accounts: number;
+        };
+        Databases: {
+            /** @constant */
+            object: "Databases";
+            /** @description Every database of the workspace. */
+            data: components["schemas"]["Database"][];
         };
         Gateway: {
             /** @constant */
@@ -5203,6 +5243,55 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Gateways"];
+                };
+            };
+            /** @description `errors/unauthorized`: Unauthorized; `errors/invalid_credentials`: Invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `errors/unexpected_error`: Unexpected error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listDatabases: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Databases"];
                 };
             };
             /** @description `errors/unauthorized`: Unauthorized; `errors/invalid_credentials`: Invalid credentials */

@@ -2,7 +2,7 @@
  * A validator for the part of JSON Schema (2020-12) that `z.toJSONSchema` writes for the relay
  * protocol's schemas (see relay-checks.ts): the gateway checks the Worker's answers and requests
  * with it instead of loading zod, which costs about 9 MiB of the gateway's RSS
- * (docs/capacity-and-limits.md). A keyword it does not know is refused when the schema is compiled, never ignored, so a
+ * (docs/capacity.md). A keyword it does not know is refused when the schema is compiled, never ignored, so a
  * schema it cannot fully check fails loudly (test/node/relay-schemas.test.ts compiles them all).
  */
 export type JsonSchema = { [keyword: string]: unknown } | boolean;

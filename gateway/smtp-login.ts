@@ -1,7 +1,7 @@
 /**
  * The SMTP half of verify without nodemailer: connect (implicit TLS, STARTTLS or neither, as
  * configured), EHLO, AUTH PLAIN or LOGIN, QUIT. A gateway that only verifies and holds idle accounts
- * then never loads nodemailer (docs/capacity-and-limits.md: it is loaded for the first send). Failures
+ * then never loads nodemailer (docs/capacity.md: it is loaded for the first send). Failures
  * carry the codes gateway/errors.ts maps: EAUTH (invalid_credentials), socket and TLS codes,
  * CONNECT_TIMEOUT, GREETING_TIMEOUT, ETIMEDOUT, EConnectionClosed, EPROTOCOL.
  */

@@ -14,6 +14,7 @@ import { accounts, authIntent } from './routes/accounts.ts';
 import { drafts, emails } from './routes/emails.ts';
 import { contacts } from './routes/contacts.ts';
 import { events } from './routes/events.ts';
+import { databases } from './routes/databases.ts';
 import { gateways } from './routes/gateways.ts';
 import { openApi } from './routes/openapi.ts';
 import { folders } from './routes/folders.ts';
@@ -72,6 +73,7 @@ export function createApp(): Hono<AppEnv> {
   v1.route('/webhooks', webhooks);
   v1.route('/events', events);
   v1.route('/gateways', gateways);
+  v1.route('/databases', databases);
   // Last: the account-scoped paths start with a parameter.
   v1.route('/', accountScoped);
   v1.route('/', accountEmailActions);

@@ -1,6 +1,9 @@
-/** Gateways: the live fleet, what each holds against its capacity and when it last beat (refreshed every 10 s). */
+/**
+ * Gateways: the live fleet, what each holds against its capacity and when it last beat (refreshed
+ * every 10 s); below it, how full the D1 database is (refreshed every minute).
+ */
 import { api } from './api.ts';
-import type { Gateway } from './types.ts';
+import type { Database, Gateway } from './types.ts';
 import { ErrorNote, formatTime, useApi } from './ui.tsx';
 
 export function GatewaysSection() {
@@ -18,7 +21,7 @@ export function GatewaysSection() {
         </p>
       )}
       <div class="table-wrap">
-        <table>
+        <table aria-labelledby="fleet">
           <thead>
             <tr>
               <th scope="col">Gateway</th>
@@ -50,6 +53,45 @@ export function GatewaysSection() {
           </tbody>
         </table>
       </div>
+      <DatabasesTable />
     </section>
+  );
+}
+
+const megabytes = (bytes: number) => `${(bytes / 1e6).toLocaleString('en', { maximumFractionDigits: 1 })} MB`;
+
+function DatabasesTable() {
+  const databases = useApi(() => api<{ data: Database[] }>('GET', '/databases'), [], 60_000);
+  return (
+    <>
+      <h2 id="storage">Databases</h2>
+      <ErrorNote error={databases.error} />
+      <div class="table-wrap">
+        <table aria-labelledby="storage">
+          <thead>
+            <tr>
+              <th scope="col">Binding</th>
+              <th scope="col">Size</th>
+              <th scope="col">Of the limit</th>
+              <th scope="col">Emails</th>
+              <th scope="col">Accounts</th>
+            </tr>
+          </thead>
+          <tbody>
+            {databases.value?.data.map((db) => (
+              <tr>
+                <td>
+                  <code>{db.binding}</code>
+                </td>
+                <td>{megabytes(db.size_bytes)}</td>
+                <td>{((db.size_bytes / db.limit_bytes) * 100).toFixed(1)} %</td>
+                <td>{db.emails.toLocaleString('en')}</td>
+                <td>{db.accounts}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </>
   );
 }

@@ -101,3 +101,11 @@ export interface Gateway {
   last_heartbeat_at: string;
   version: string | null;
 }
+
+export interface Database {
+  binding: string;
+  size_bytes: number;
+  limit_bytes: number;
+  emails: number;
+  accounts: number;
+}

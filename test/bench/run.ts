@@ -11,6 +11,8 @@ const BENCHES: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   memory: () => import('./memory.bench.ts'),
   bundle: () => import('./bundle.bench.ts'),
   'big-folder': () => import('./big-folder.bench.ts'),
+  capacity: () => import('./capacity.bench.ts'),
+  ingest: () => import('./ingest.bench.ts'),
 };
 
 const wanted = process.argv.slice(2);

@@ -349,7 +349,7 @@ describe('the dashboard', () => {
     // A second gateway joins the one the test started with: the section lists both.
     service.startGateway('gw-dashboard-2');
     await openSection('Gateways');
-    const table = page.getByRole('table');
+    const table = page.getByRole('table', { name: 'Live gateways' });
     // The section refreshes every 10 s; the counts settle once the second gateway took its share.
     const fleet = await eventually(
       async () => {
@@ -366,6 +366,9 @@ describe('the dashboard', () => {
     );
     expect(fleet.map((g) => g.id).sort()).toEqual(['gw-dashboard', 'gw-dashboard-2']);
     await visible(page.getByRole('status').filter({ hasText: '2 gateways holding 2 accounts.' }));
+    // Below the fleet, how full the database is.
+    const databases = page.getByRole('table', { name: 'Databases' });
+    await visible(databases.getByRole('cell', { name: 'DB', exact: true }));
     await screenshot('gateways');
   });
 

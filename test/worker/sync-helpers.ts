@@ -4,6 +4,7 @@ import { env } from 'cloudflare:workers';
 import type { FolderInfo, MessageIn } from '../../common/relay.ts';
 import { sealPasswords } from '../../worker/accounts/credentials.ts';
 import { newId } from '../../worker/lib/ids.ts';
+import { completeEmailEvents } from '../../worker/emails/event-data.ts';
 import { accountObject } from '../../worker/durable/account-stub.ts';
 import type { AccountObject } from '../../worker/durable/account-object.ts';
 import { signRequest, GATEWAY_SIGNATURE_HEADER } from '../../common/signing.ts';
@@ -130,13 +131,15 @@ export async function gatewayCall(path: string, body: unknown, secret = GATEWAY_
   return { status: response.status, body: (await response.json()) as any };
 }
 
+/** The account's events with their data as a webhook call or the feed gives it (worker/emails/event-data.ts). */
 export async function outbox(accountId: string): Promise<{ type: string; data: any }[]> {
   const { results } = await env.DB.prepare(
     'SELECT type, data_json FROM events WHERE account_id = ? ORDER BY created_at, rowid',
   )
     .bind(accountId)
     .all<{ type: string; data_json: string }>();
-  return results.map((r) => ({ type: r.type, data: JSON.parse(r.data_json) }));
+  const rows = await completeEmailEvents(env.DB, results, 'data_json');
+  return rows.map((r) => ({ type: r.type, data: JSON.parse(r.data_json) }));
 }
 
 /**

@@ -1,10 +1,12 @@
-// How a new email is stored: a text-only body once (its HTML made again on reading), JSON columns and
-// the outbox row's data as the JSON they were made of, and a body the row holds indexed from the row.
+// How a new email is stored: bodies and headers as one compressed BLOB, a text-only body once (its
+// HTML made again on reading), JSON columns and the outbox row's data as the JSON they were made of,
+// the outbox keeping a snapshot of the email rather than a copy, and the text body indexed.
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
+import { unpackContent } from '../../worker/emails/content.ts';
 import { textToHtml } from '../../worker/ingest/html.ts';
 import { api } from './helpers.ts';
-import { createSyncedAccount, list, messageIn, rawMessage } from './sync-helpers.ts';
+import { createSyncedAccount, leased, list, messageIn, outbox, rawMessage, readEveryFolder } from './sync-helpers.ts';
 
 const TEXT = 'Tags <b> & "quotes" \u2028 café 😀\n  indented';
 
@@ -23,30 +25,35 @@ function htmlMessage(subject: string): string {
 }
 
 describe('storing new mail', () => {
-  it('keeps a text-only body once, reads it back as before, and stores event data as made', async () => {
+  it('keeps bodies compressed and a text-only body once, reads them back as before, and events keep a snapshot', async () => {
     const account = await createSyncedAccount();
     await account.stub.acquireLease('gw-1');
     const messages = [messageIn(1, rawMessage({ subject: 'text', text: TEXT })), messageIn(2, htmlMessage('html'))];
     await account.stub.applyChanges('gw-1', [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages }]);
 
-    const { results: rows } = await env.DB.prepare(
-      'SELECT subject, body_html, body_plain FROM emails WHERE account_id = ? ORDER BY subject',
+    const { results: stored } = await env.DB.prepare(
+      'SELECT subject, body_html, body_plain, headers_json, content FROM emails WHERE account_id = ? ORDER BY subject',
     )
       .bind(account.id)
-      .all<{ subject: string; body_html: string | null; body_plain: string }>();
-    expect(rows.map((r) => [r.subject, r.body_html])).toEqual([
-      ['html', '<p>Hello <i>there</i></p>'],
-      ['text', null],
+      .all<{ subject: string; body_html: null; body_plain: null; headers_json: string; content: number[] }>();
+    // The text columns stay empty: bodies and headers are one compressed BLOB.
+    expect(stored.map((r) => [r.body_html, r.body_plain, r.headers_json])).toEqual([
+      [null, null, '[]'],
+      [null, null, '[]'],
     ]);
+    const unpacked = await Promise.all(stored.map((r) => unpackContent(r.content)));
+    expect(unpacked.map((c) => c.html)).toEqual(['<p>Hello <i>there</i></p>', undefined]);
+    expect(unpacked[1]!.headers!.find((h) => h.name.toLowerCase() === 'subject')?.value).toBe('text');
+    const rows = stored.map((r, i) => ({ subject: r.subject, body_plain: unpacked[i]!.plain! }));
 
     const { results: json } = await env.DB.prepare(
-      'SELECT from_json, to_json, references_json, headers_json FROM emails WHERE account_id = ?',
+      'SELECT from_json, to_json, references_json FROM emails WHERE account_id = ?',
     )
       .bind(account.id)
       .all<Record<string, string>>();
     for (const row of json) for (const text of Object.values(row)) expect(text).toBe(JSON.stringify(JSON.parse(text)));
     expect(json.map((r) => JSON.parse(r.from_json!).address)).toEqual(['bob@example.test', 'bob@example.test']);
-    // The index reads a body the row holds from the row.
+    // The text body is indexed.
     const found = await list(`account_id=${account.id}&q=indented`);
     expect(found.data.map((e: any) => e.subject)).toEqual(['text']);
 
@@ -63,8 +70,36 @@ describe('storing new mail', () => {
       .all<{ data_json: string }>();
     expect(events).toHaveLength(2);
     for (const { data_json } of events) expect(data_json).toBe(JSON.stringify(JSON.parse(data_json)));
+    // The outbox keeps no copy of the email, only a snapshot of it; read back, it is the email as
+    // the list gives it, field for field and in the same order.
     const textEvent = events.map((e) => JSON.parse(e.data_json)).find((d) => d.subject === 'text');
-    expect(textEvent.body).toBe(single.body.body);
-    expect(textEvent.body_plain).toBe(rows[1]!.body_plain);
+    expect(textEvent.body).toBeNull();
+    expect(textEvent).not.toHaveProperty('snippet');
+    const delivered = (await outbox(account.id)).find((e) => e.type === 'email.new' && e.data.subject === 'text');
+    expect(delivered!.data.body).toBe(single.body.body);
+    expect(delivered!.data.body_plain).toBe(rows[1]!.body_plain);
+    expect(JSON.stringify(delivered!.data)).toBe(JSON.stringify(text));
+  });
+
+  it("serves an event of a deleted email as it was made, from the email's email.delete", async () => {
+    const account = await leased();
+    const raw = htmlMessage('deleted later');
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(1, raw)] },
+    ]);
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'flags', path: 'INBOX', uidvalidity: 1, updates: [{ uid: 1, flags: ['\\Seen'] }] },
+    ]);
+    const before = await outbox(account.id);
+    expect(before.map((e) => e.type)).toEqual(['email.new', 'email.update']);
+
+    await account.stub.applyChanges(account.gateway, [{ type: 'vanished', path: 'INBOX', uidvalidity: 1, uids: [1] }]);
+    await readEveryFolder(account.stub);
+    expect((await list(`account_id=${account.id}`)).data).toEqual([]);
+    const after = await outbox(account.id);
+    expect(after.map((e) => e.type)).toEqual(['email.new', 'email.update', 'email.delete']);
+    expect(JSON.stringify(after.slice(0, 2))).toBe(JSON.stringify(before));
+    expect(after[0]!.data).toMatchObject({ unread: true, body: '<p>Hello <i>there</i></p>' });
+    expect(after[1]!.data).toMatchObject({ unread: false });
   });
 });

@@ -32,7 +32,8 @@ const EVENTS_CHUNK = `SELECT rowid FROM events WHERE account_id = ? LIMIT ${PURG
  */
 export const PURGE_ACCOUNT_ROWS_SQL = [
   `DELETE FROM contacts WHERE rowid IN (SELECT rowid FROM contacts WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
-  `DELETE FROM thread_keys WHERE rowid IN (SELECT rowid FROM thread_keys WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
+  `DELETE FROM thread_keys WHERE (account_id, key, email_id) IN
+     (SELECT account_id, key, email_id FROM thread_keys WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
   `DELETE FROM email_search WHERE rowid IN (SELECT rowid FROM email_search WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
   `DELETE FROM tracking_hits WHERE tracking_id IN (SELECT tracking_id FROM outgoing_messages WHERE rowid IN (${OUTGOING_CHUNK}))`,
   `DELETE FROM outgoing_messages WHERE rowid IN (${OUTGOING_CHUNK})`,

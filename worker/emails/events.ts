@@ -2,6 +2,8 @@
  * The `data` of email events: the list variant. Bodies are dropped (with `body_truncated: true`)
  * when the payload would exceed 64 KB (DECISIONS.md): here, so outbox rows stay small, and again by
  * the webhook sender, which measures the whole envelope.
+ *
+ * The outbox row keeps a snapshot of the email instead of a copy (event-data.ts makes the data again).
  */
 import { rememberDataJson } from '../events/outbox.ts';
 import { presentEmailList, type EmailRecord } from './present.ts';
@@ -15,12 +17,42 @@ export function withoutBodies(data: unknown): unknown {
   return { ...rest, body_truncated: true };
 }
 
-export function emailEventData(record: EmailRecord, bodies?: { html: string; plain: string }) {
+/** What an event keeps of its email: what may change later, and what the id and subject lookups read. */
+export const SNAPSHOT_KEYS = [
+  'id',
+  'thread_id',
+  'subject',
+  'provider_id',
+  'attachments',
+  'folders',
+  'folder_ids',
+  'role',
+  'unread',
+  'starred',
+  'in_reply_to',
+] as const;
+
+/** The snapshot's JSON of an email's list variant. */
+export function snapshotJson(email: Record<string, unknown>): string {
+  const kept: Record<string, unknown> = {};
+  for (const key of SNAPSHOT_KEYS) if (key in email) kept[key] = email[key];
+  return JSON.stringify({ ...kept, body: null });
+}
+
+/**
+ * `emailStays`: false for an event written as its email is deleted (email.delete): its row keeps
+ * the whole email, as nothing else will.
+ */
+export function emailEventData(
+  record: EmailRecord,
+  bodies?: { html: string; plain: string },
+  { emailStays = true }: { emailStays?: boolean } = {},
+) {
   const email = presentEmailList(bodies ? { ...record, bodies } : record);
   const json = JSON.stringify(email);
   // A UTF-16 unit is at most 3 UTF-8 bytes: most payloads need no encoding to be measured.
   if (json.length * 3 > MAX_EVENT_PAYLOAD_BYTES && new TextEncoder().encode(json).length > MAX_EVENT_PAYLOAD_BYTES)
     return withoutBodies(email);
-  rememberDataJson(email, json);
+  rememberDataJson(email, emailStays ? snapshotJson(email as Record<string, unknown>) : json);
   return email;
 }

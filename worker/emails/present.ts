@@ -37,11 +37,17 @@ export interface EmailRow {
   bcc_json: string;
   reply_to_json: string;
   from_address: string | null;
-  /** Null when it is the text body as HTML (stored once, made again on reading) or when bodies are in R2. */
+  /**
+   * Rows written before `content` existed: the HTML body (null when it is the text body as HTML, made
+   * again on reading), the text body and the header block. Null and '[]' in rows with `content`.
+   */
   body_html: string | null;
   body_plain: string | null;
+  /** R2 key of what is too large for the row (large bodies, large header blocks). */
   body_key: string | null;
   headers_json: string;
+  /** Bodies and headers the row holds, compressed (emails/content.ts); null in older rows. */
+  content?: StoredBlob | null;
   raw_key: string | null;
   size: number;
   has_attachments: number;
@@ -57,6 +63,9 @@ export interface EmailRow {
   /** Set while the email is in no folder (sync/orphans.ts); absent on rows not read from D1. */
   orphaned_at_ms?: number | null;
 }
+
+/** D1 gives a BLOB back as an ArrayBuffer or as an array of byte values; written, it is a Uint8Array. */
+export type StoredBlob = ArrayBuffer | Uint8Array | number[];
 
 export interface AttachmentRow {
   id: string;
@@ -76,7 +85,7 @@ export interface StoredAddress {
   name: string;
 }
 
-/** The R2 object at `body_key`: the parts of an email too large for its D1 row. */
+/** The parts of an email kept out of the row's text columns: in R2 at `body_key` (too large for the row), or in `content`. */
 export interface StoredBodies {
   html?: string;
   plain?: string;
@@ -91,7 +100,7 @@ export interface EmailRecord {
   row: EmailRow;
   folder_ids: string[];
   attachments: AttachmentRow[];
-  /** What lives in R2 rather than in the row (large bodies, large header blocks). */
+  /** What the row's text columns do not hold: from `content` and R2 (large bodies, large header blocks). */
   bodies?: StoredBodies;
   /** Id of the email this one answers, when it is in the same account. */
   in_reply_to_id: string | null;
@@ -124,7 +133,7 @@ function presentAttachment(a: AttachmentRow) {
 }
 
 /** An email's HTML body: a text-only email's is made from its text, as parsing made it (ingest/parse.ts). */
-export function emailHtml(rec: Pick<EmailRecord, 'row' | 'bodies'>): string {
+export function emailHtml(rec: { row: Pick<EmailRow, 'body_html' | 'body_plain'>; bodies?: StoredBodies }): string {
   const html = rec.bodies?.html ?? rec.row.body_html;
   return html ?? textToHtml(rec.bodies?.plain ?? rec.row.body_plain ?? '');
 }

@@ -2,6 +2,7 @@
 import { REMOVED_ACCOUNTS } from '../accounts/removed.ts';
 import type { Env } from '../env.ts';
 import { readBlob } from './blobs.ts';
+import { unpackContent } from './content.ts';
 import type { AttachmentRow, EmailRecord, EmailRow, StoredBodies } from './present.ts';
 
 /** The R2 keys of an email's blobs, derived from the account and the email's identity digest. */
@@ -58,9 +59,19 @@ export async function loadEmailRecords(env: Env, rows: EmailRow[]): Promise<Emai
       folder_ids: folderIds.get(row.id) ?? [],
       attachments: attachments.get(row.id) ?? [],
       in_reply_to_id: row.in_reply_to ? (replyTargets.get(`${row.account_id} ${row.in_reply_to}`) ?? null) : null,
-      bodies: row.body_key ? await loadBodies(env, row.body_key) : undefined,
+      bodies: await storedBodies(env, row),
     })),
   );
+}
+
+/** What the row's text columns do not hold: its `content`, and what R2 keeps of it. */
+async function storedBodies(env: Env, row: EmailRow): Promise<StoredBodies | undefined> {
+  if (!row.content && !row.body_key) return undefined;
+  const [inline, outside] = await Promise.all([
+    row.content ? unpackContent(row.content) : {},
+    row.body_key ? loadBodies(env, row.body_key) : {},
+  ]);
+  return { ...inline, ...outside };
 }
 
 async function loadBodies(env: Env, key: string): Promise<StoredBodies> {

@@ -12,6 +12,7 @@ import { cursorList, cursorPaging, decodeCursor } from '../lib/paging.ts';
 import { placeholders } from '../lib/sql.ts';
 import { iso } from '../lib/time.ts';
 import { anyCase } from '../lib/validation.ts';
+import { completeEmailEvents } from '../emails/event-data.ts';
 import { eventEnvelope, type StoredEvent } from './envelope.ts';
 import { EVENT_TYPES } from './types.ts';
 
@@ -39,14 +40,15 @@ interface EventRow extends StoredEvent {
   seq: number;
 }
 
-const COLUMNS = 'id, type, account_id, data_json, created_at, seq';
+const COLUMNS = 'ev.id, ev.type, ev.account_id, ev.data_json, ev.created_at, ev.seq';
+const FROM = 'events ev';
 
 /**
  * A removed account's events leave the API at once (its purge then deletes them); its
  * `account.remove`, written when its row goes, is the one that stays.
  */
 export const visibleEvent = (prefix: '' | 'ev.') => EVENT_OF_LIVE_ACCOUNT(`${prefix}type`, `${prefix}account_id`);
-const VISIBLE_EVENT = visibleEvent('');
+const VISIBLE_EVENT = visibleEvent('ev.');
 
 export const presentEvent = (row: StoredEvent) => eventEnvelope(row, null).payload;
 
@@ -72,30 +74,32 @@ export async function listEvents(db: D1Database, q: EventListQuery) {
     if (!row) throw invalid(`after: no event ${afterId} (events are kept 30 days)`);
     position = row.seq;
   }
-  const where = ['seq > ?', VISIBLE_EVENT];
+  const where = ['ev.seq > ?', VISIBLE_EVENT];
   const params: (string | number)[] = [position];
   if (q.account_id !== undefined) {
-    where.push('account_id = ?');
+    where.push('ev.account_id = ?');
     params.push(parseId('account', q.account_id) ?? '');
   }
   if (types.length) {
-    where.push(`type IN (${placeholders(types.length)})`);
+    where.push(`ev.type IN (${placeholders(types.length)})`);
     params.push(...types);
   }
   const { results } = await db
-    .prepare(`SELECT ${COLUMNS} FROM events WHERE ${where.join(' AND ')} ORDER BY seq LIMIT ?`)
+    .prepare(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${where.join(' AND ')} ORDER BY ev.seq LIMIT ?`)
     .bind(...params, q.limit + 1)
     .all<EventRow>();
-  return cursorList('Events', results, q.limit, filtersKey, (row) => [row.seq], presentEvent);
+  const rows = await completeEmailEvents(db, results, 'data_json');
+  return cursorList('Events', rows, q.limit, filtersKey, (row) => [row.seq], presentEvent);
 }
 
 export async function getEvent(db: D1Database, rawId: string | undefined) {
   const id = parseId('event', rawId);
   const row = id
-    ? await db.prepare(`SELECT ${COLUMNS} FROM events WHERE id = ? AND ${VISIBLE_EVENT}`).bind(id).first<EventRow>()
+    ? await db.prepare(`SELECT ${COLUMNS} FROM ${FROM} WHERE ev.id = ? AND ${VISIBLE_EVENT}`).bind(id).first<EventRow>()
     : null;
   if (!row) throw notFound('Event');
-  return presentEvent(row);
+  const [complete] = await completeEmailEvents(db, [row], 'data_json');
+  return presentEvent(complete!);
 }
 
 /**

@@ -20,6 +20,13 @@ export interface OutboxEvent {
   created_at: string;
 }
 
+/**
+ * The assignment giving up a row's reserved bytes as one of its two marks is set (migrations/0022):
+ * half of them while `other` is still unset, all of them once both are.
+ */
+export const ROOM_LEFT = (other: 'enqueued_at' | 'fanned_out_at'): string =>
+  `room = CASE WHEN ${other} IS NULL THEN zeroblob(24) ELSE NULL END`;
+
 export function newEvent(type: EventType, accountId: string | null, data: unknown): OutboxEvent {
   return { id: newId('event'), type, account_id: accountId, data, created_at: isoNow() };
 }
@@ -58,7 +65,9 @@ export async function dispatchEvents(env: Env, eventIds: string[]): Promise<void
   for (const chunk of chunks(eventIds, Math.min(QUEUE_BATCH, PARAM_CHUNK))) {
     try {
       await env.WEBHOOKS.sendBatch(chunk.map((event_id) => ({ body: { kind: 'event' as const, event_id } })));
-      await env.DB.prepare(`UPDATE events SET enqueued_at = ? WHERE id IN (${placeholders(chunk.length)})`)
+      await env.DB.prepare(
+        `UPDATE events SET enqueued_at = ?, ${ROOM_LEFT('fanned_out_at')} WHERE id IN (${placeholders(chunk.length)})`,
+      )
         .bind(isoNow(), ...chunk)
         .run();
     } catch (err) {

@@ -66,6 +66,15 @@ export function jsonTextChunks(texts: string[], limit: number = JSON_PARAM_BYTES
   return out;
 }
 
-/** `json_extract(value, '$[0]') AS a, …`: the columns of one json_each row. */
-export const jsonColumns = (names: readonly string[], source = 'value'): string =>
-  names.map((name, i) => `json_extract(${source}, '$[${i}]') AS ${name}`).join(', ');
+/**
+ * `json_extract(value, '$[0]') AS a, …`: the columns of one json_each row. Columns in `hex` hold a
+ * BLOB as hex text in the JSON (JSON has no bytes): unhex() makes the bytes again.
+ */
+export const jsonColumns = (names: readonly string[], source = 'value', hex?: ReadonlySet<string>): string =>
+  names
+    .map((name, i) =>
+      hex?.has(name)
+        ? `unhex(json_extract(${source}, '$[${i}]')) AS ${name}`
+        : `json_extract(${source}, '$[${i}]') AS ${name}`,
+    )
+    .join(', ');

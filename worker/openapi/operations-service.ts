@@ -9,6 +9,7 @@ import { ConversationListQuery } from '../routes/webhooks.ts';
 import { Account, AccountDeleted, Accounts, ApiKeyCreated, ApiKeyDeleted, ApiKeys } from '../schemas/accounts.ts';
 import { Success } from '../schemas/common.ts';
 import { Event, Events } from '../schemas/events.ts';
+import { Databases } from '../schemas/databases.ts';
 import { Gateways } from '../schemas/gateways.ts';
 import { WebhookConversation, WebhookConversations, WebhookEndpoint, WebhookEndpoints } from '../schemas/webhooks.ts';
 import { createEndpointBody, patchEndpointBody } from '../webhooks/endpoints.ts';
@@ -216,6 +217,17 @@ export const SERVICE_OPERATIONS: Operation[] = [
     description:
       'Every gateway heard from within a lease time (`GATEWAY_LEASE_TTL_SECONDS`), with the accounts it holds, its capacity, its last heartbeat and its version. A gateway that stops cleanly leaves the list at once; one that dies leaves it after a lease time.',
     ok: Gateways,
+    errors: [],
+  },
+  {
+    method: 'get',
+    path: '/databases',
+    operationId: 'listDatabases',
+    tag: 'Gateways',
+    summary: 'How full the databases are',
+    description:
+      "The workspace's D1 database: the bytes it takes against Cloudflare's 10 GB limit, and the emails and accounts it holds. How many emails fit: docs/capacity.md.",
+    ok: Databases,
     errors: [],
   },
   // The reference itself (public)

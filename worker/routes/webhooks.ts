@@ -9,6 +9,7 @@ import { offsetList, offsetPaging } from '../lib/paging.ts';
 import { isoNow } from '../lib/time.ts';
 import { parseJsonBody, parseQuery } from '../lib/validation.ts';
 import {
+  completeDeliveryRows,
   DELIVERY_SELECT,
   type DeliveryRow,
   dropWaitingStatement,
@@ -116,7 +117,8 @@ export const webhooks = new Hono<AppEnv>()
     const { results } = await c.env.DB.prepare(`${sql} ORDER BY c.created_at DESC, c.id DESC LIMIT ? OFFSET ?`)
       .bind(...binds, query.limit + 1, query.offset)
       .all<DeliveryRow>();
-    return c.json(offsetList('WebhookConversations', results.map(presentConversation), query.limit));
+    const rows = await completeDeliveryRows(c.env.DB, results);
+    return c.json(offsetList('WebhookConversations', rows.map(presentConversation), query.limit));
   })
   .post('/conversations/:id/retry', async (c) => {
     const id = parseId('conversation', c.req.param('id'));

@@ -12,11 +12,11 @@ export function insertRows(
   table: string,
   columns: readonly string[],
   rows: unknown[][],
-  { orIgnore = false }: { orIgnore?: boolean } = {},
+  { orIgnore = false, hex }: { orIgnore?: boolean; hex?: ReadonlySet<string> } = {},
 ): D1PreparedStatement[] {
   if (rows.length === 0) return [];
   const sql = `INSERT ${orIgnore ? 'OR IGNORE ' : ''}INTO ${table} (${columns.join(', ')})
-    SELECT ${jsonColumns(columns)} FROM json_each(?)`;
+    SELECT ${jsonColumns(columns, 'value', hex)} FROM json_each(?)`;
   return jsonChunks(rows).map((json) => db.prepare(sql).bind(json));
 }
 

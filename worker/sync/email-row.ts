@@ -1,11 +1,13 @@
 /**
- * A new email's D1 row and attachment rows, and the R2 objects that go with them. Whatever a
+ * A new email's D1 row and attachment rows, and the R2 objects that go with them. Bodies and the
+ * header block the row keeps are one compressed BLOB (`content`, emails/content.ts). Whatever a
  * message holds, its row stays far below D1's row limit (measured in UTF-8 bytes): large bodies
  * and large header blocks go to R2 (`body_key`), and the few fields that could still grow without
  * bound (subject, references, address lists) are cut to sizes no real message reaches.
  */
 import { sha256Hex } from '../../common/crypto.ts';
 import type { MessageIn } from '../../common/relay.ts';
+import { packContent } from '../emails/content.ts';
 import type { AttachmentRow, EmailRow, StoredAddress, StoredBodies } from '../emails/present.ts';
 import { blobKeys } from '../emails/store.ts';
 import type { FolderRow } from '../folders/present.ts';
@@ -75,6 +77,12 @@ export async function buildEmailRow(e: NewEmail, raw: Uint8Array, blobs: BlobWri
     bodyKey = blobs.put(blobKeys.bodies(accountId, digest), JSON.stringify(outside), 'application/json');
   }
   const subject = mail.subject.slice(0, SUBJECT_MAX_CHARS);
+  // A text-only email's HTML is its text escaped: not stored twice (emails/present.ts makes it again).
+  const html = mail.html === textToHtml(mail.plain) ? {} : { html: mail.html };
+  const inline: StoredBodies = {
+    ...(!bodiesOutside && { ...html, plain: mail.plain }),
+    ...(!headersOutside && { headers: mail.headers }),
+  };
 
   return {
     id: newId('email', dateMs > 0 ? Math.min(dateMs, Date.now()) : Date.now()),
@@ -96,11 +104,11 @@ export async function buildEmailRow(e: NewEmail, raw: Uint8Array, blobs: BlobWri
     bcc_json: storedList(mail.bcc),
     reply_to_json: storedList(mail.reply_to),
     from_address: mail.from ? normalizeAddress(mail.from.address) : null,
-    // A text-only email's HTML is its text escaped: not stored twice (emails/present.ts makes it again).
-    body_html: bodiesOutside || mail.html === textToHtml(mail.plain) ? null : mail.html,
-    body_plain: bodiesOutside ? null : mail.plain,
+    body_html: null,
+    body_plain: null,
     body_key: bodyKey,
-    headers_json: headersOutside ? '[]' : headersJson,
+    headers_json: '[]',
+    content: Object.keys(inline).length ? await packContent(inline) : null,
     raw_key: rawKey,
     size: message.size,
     has_attachments: mail.has_attachments ? 1 : 0,

@@ -5,6 +5,7 @@
  * events are written together or not at all.
  */
 import { countUpStatements } from '../contacts/counts.ts';
+import { blobHex } from '../emails/content.ts';
 import type { AttachmentRow, EmailRow } from '../emails/present.ts';
 import { indexEmailsStatements, type SearchDocument } from '../emails/search.ts';
 import type { ParsedMessage } from '../ingest/types.ts';
@@ -26,10 +27,14 @@ const JSON_COLUMNS = new Set([
   'headers_json',
 ]);
 
+/** Email columns holding a BLOB: they travel as hex (see jsonColumns). */
+const BLOB_COLUMNS: ReadonlySet<string> = new Set(['content']);
+
 const rowValues = <T extends object>(rows: T[]): { columns: string[]; values: unknown[][] } => {
   const columns = rows.length ? Object.keys(rows[0]!) : [];
   const value = (r: T, c: string) => {
     const v = (r as Record<string, unknown>)[c];
+    if (v instanceof Uint8Array) return blobHex(v);
     return JSON_COLUMNS.has(c) && typeof v === 'string' ? new JsonText(v) : v;
   };
   return { columns, values: rows.map((r) => columns.map((c) => value(r, c))) };
@@ -106,7 +111,7 @@ export class NewMailRows {
     const emails = rowValues(this.emails);
     const attachments = rowValues(this.attachments);
     return [
-      ...insertRows(db, 'emails', emails.columns, emails.values),
+      ...insertRows(db, 'emails', emails.columns, emails.values, { hex: BLOB_COLUMNS }),
       ...indexEmailsStatements(db, this.search),
       ...updateRows(db, 'email_folders', ['email_id', 'folder_id'], ['uid', 'seen', 'flagged'], this.restored),
       ...insertRows(db, 'email_folders', MEMBERSHIP_COLUMNS, this.memberships),

@@ -69,7 +69,11 @@ export async function deleteOrphansUpTo(
   if (results.length === 0) return [];
   const records = await loadEmailRecords(env, results);
   const events = records.map(({ row, ...rest }) =>
-    newEvent(row.is_draft ? 'email.draft.delete' : 'email.delete', accountId, emailEventData({ row, ...rest })),
+    newEvent(
+      row.is_draft ? 'email.draft.delete' : 'email.delete',
+      accountId,
+      emailEventData({ row, ...rest }, undefined, { emailStays: false }),
+    ),
   );
   const ids = results.map((r) => r.id);
   const refs = records.flatMap(({ row, attachments }) => [

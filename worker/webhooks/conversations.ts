@@ -6,6 +6,7 @@
  * `failed` (schedule exhausted), `dropped` (endpoint paused or deleted while the call was waiting).
  * While a call is being made, `next_attempt_at` holds a lease (see delivery.ts), so nobody else sends it.
  */
+import { completeEmailEvents } from '../emails/event-data.ts';
 import { type Envelope, eventEnvelope } from '../events/envelope.ts';
 import { isoNow } from '../lib/time.ts';
 
@@ -52,6 +53,10 @@ export const DELIVERY_SELECT = `SELECT c.id, c.endpoint_id, c.event_id, c.event_
   FROM webhook_conversations c
   JOIN events ev ON ev.id = c.event_id
   JOIN webhook_endpoints we ON we.id = c.endpoint_id`;
+
+/** Rows read with DELIVERY_SELECT, their event data as it was made (emails/event-data.ts). */
+export const completeDeliveryRows = (db: D1Database, rows: DeliveryRow[]): Promise<DeliveryRow[]> =>
+  completeEmailEvents(db, rows, 'event_data_json');
 
 /** The Event envelope of a call (events/envelope.ts), the same bytes every time. */
 export function envelope(row: DeliveryRow): Envelope {

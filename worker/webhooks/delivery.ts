@@ -17,7 +17,13 @@ import { placeholders } from '../lib/sql.ts';
 import { iso } from '../lib/time.ts';
 import { currentEndpoint, NO_LONGER_WANTED } from './audience.ts';
 import { makeCall, type Outcome, type SecretCache } from './call.ts';
-import { DELIVERY_SELECT, type DeliveryRow, dropWaitingSql, WAITING_STATUSES } from './conversations.ts';
+import {
+  completeDeliveryRows,
+  DELIVERY_SELECT,
+  type DeliveryRow,
+  dropWaitingSql,
+  WAITING_STATUSES,
+} from './conversations.ts';
 import {
   type DeliveryOptions,
   CLAIM_AHEAD,
@@ -68,7 +74,10 @@ async function claim(db: D1Database, ids: string[], options: DeliveryOptions): P
     db.prepare(`${DELIVERY_SELECT} WHERE c.id IN (${list}) AND c.next_attempt_at = ?`).bind(...ids, lease),
   ]);
   const claimed = new Set(results[1]!.results.map((r) => r.id));
-  return (results[2]!.results as unknown as DeliveryRow[]).filter((r) => claimed.has(r.id));
+  return completeDeliveryRows(
+    db,
+    (results[2]!.results as unknown as DeliveryRow[]).filter((r) => claimed.has(r.id)),
+  );
 }
 
 /**
@@ -262,9 +271,10 @@ export function attemptDelivery(env: Env, options: DeliveryOptions, row: Deliver
 }
 
 /** A conversation with its event and endpoint, or null (also for a removed account's event). */
-export function loadDeliveryRow(db: D1Database, conversationId: string): Promise<DeliveryRow | null> {
-  return db
+export async function loadDeliveryRow(db: D1Database, conversationId: string): Promise<DeliveryRow | null> {
+  const row = await db
     .prepare(`${DELIVERY_SELECT} WHERE c.id = ? AND ${visibleEvent('ev.')}`)
     .bind(conversationId)
     .first<DeliveryRow>();
+  return row ? ((await completeDeliveryRows(db, [row]))[0] ?? null) : null;
 }

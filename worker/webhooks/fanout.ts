@@ -6,6 +6,7 @@
  * live in D1 and no longer depend on the queue message: the sweep sends whatever stays due.
  */
 import type { Env } from '../env.ts';
+import { ROOM_LEFT } from '../events/outbox.ts';
 import { newId } from '../lib/ids.ts';
 import { chunks, PARAM_CHUNK, placeholders } from '../lib/sql.ts';
 import { iso } from '../lib/time.ts';
@@ -81,7 +82,11 @@ export async function fanOut(
   );
   const found = events.map((e) => e.id);
   const marks = chunks(found, PARAM_CHUNK).map((part) =>
-    db.prepare(`UPDATE events SET fanned_out_at = ? WHERE id IN (${placeholders(part.length)})`).bind(created, ...part),
+    db
+      .prepare(
+        `UPDATE events SET fanned_out_at = ?, ${ROOM_LEFT('enqueued_at')} WHERE id IN (${placeholders(part.length)})`,
+      )
+      .bind(created, ...part),
   );
   const reads = chunks(found, PARAM_CHUNK).map((part) =>
     db

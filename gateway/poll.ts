@@ -10,6 +10,7 @@
 import type { FolderCursor, FolderInfo } from '../common/relay.ts';
 import { isSelectable, type ServerFeatures } from './imap.ts';
 import type { Logger } from './log.ts';
+import { countPoll } from './metrics.ts';
 
 /** The folder list last read, and which folders' numbers moved since (whoever read it). */
 export class FolderListing {
@@ -157,6 +158,7 @@ export class Poller {
 
   async #poll(): Promise<void> {
     const deps = this.#deps;
+    countPoll();
     const folders = await deps.refresh();
     // Without CONDSTORE nothing in STATUS shows a flag change: every folder's flags are re-read, the
     // IDLE ones too (a server need not tell an IDLE session of another session's flag change: Courier does not).

@@ -1,7 +1,7 @@
 // A fleet of real gateway processes against one real Worker (`npm start`) and a real Dovecot: 30
 // accounts spread over three gateways; a SIGKILL, a new gateway, a SIGTERM, and a second process
 // started with a live gateway's id. The lease time is the operator's setting
-// GATEWAY_LEASE_TTL_SECONDS, shortened here.
+// GATEWAY_LEASE_TTL_SECONDS, shortened here (the lease rules do not depend on its length).
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import pkg from '../../package.json' with { type: 'json' };
 import { startMailServer, type MailServer } from '../mailserver/mailserver.ts';
@@ -17,7 +17,7 @@ const accounts = new Map<string, string>(); // account id -> user
 const gateways = new Map<string, GatewayProcess>();
 
 function startGateway(id: string, extra: Record<string, string> = {}): GatewayProcess {
-  const gateway = service.startGateway(id, { NODE_EXTRA_CA_CERTS: mail.caFile, ...extra });
+  const gateway = service.startGateway(id, { NODE_EXTRA_CA_CERTS: mail.caFile, GATEWAY_LOG_FORMAT: 'json', ...extra });
   gateways.set(id, gateway);
   return gateway;
 }
@@ -65,6 +65,15 @@ function spread(ids: string[], min: number, max: number): boolean {
       return n >= min && n <= max;
     })
   );
+}
+
+/** The leases a gateway's log says it was granted from `since` on (ms since the epoch). */
+function leaseGrants(log: string[], since: number): { account: string; at: number }[] {
+  return log
+    .filter((line) => line.startsWith('{') && line.includes('"lease granted"'))
+    .map((line) => JSON.parse(line) as { time: string; account: string })
+    .map((entry) => ({ account: entry.account, at: Date.parse(entry.time) }))
+    .filter((grant) => grant.at >= since);
 }
 
 /** Delivers a message with `subject` to every account, then waits until each one has it exactly once. */
@@ -141,17 +150,28 @@ describe('a fleet of three gateways', () => {
     await deliverToAll('before any failure', 60_000);
   }, 240_000);
 
-  it('after a SIGKILL, the others take its accounts within the lease time: every account syncs, each message once', async () => {
-    const killed = holders().get('gw-a') ?? [];
+  it('after a SIGKILL, the others take its accounts once its leases run out: every account syncs, each message once', async () => {
+    const killed = service.query<{ id: string; lease_expires_ms: number }>(
+      'SELECT id, lease_expires_ms FROM accounts WHERE gateway_id = ? AND removed_at_ms IS NULL',
+      'gw-a',
+    );
     expect(killed.length).toBeGreaterThan(0);
-    const started = Date.now();
+    const killedAt = Date.now();
     await gateways.get('gw-a')!.kill('SIGKILL');
-    const took = await deliverToAll('after a kill', LEASE_TTL_SECONDS * 1000 + 30_000);
+    // How long it takes depends on the machine's load; the figure is printed, not asserted.
+    const took = await deliverToAll('after a kill', LEASE_TTL_SECONDS * 1000 + 120_000);
     console.log(`after SIGKILL: all 30 synced a new message ${took} ms after the kill`);
     const now = holders();
-    for (const id of killed) expect(['gw-b', 'gw-c'].some((g) => now.get(g)?.includes(id))).toBe(true);
-    expect(Date.now() - started).toBeLessThan(LEASE_TTL_SECONDS * 1000 + 30_000 + 5_000);
-  }, 120_000);
+    for (const { id } of killed) expect(['gw-b', 'gw-c'].some((g) => now.get(g)?.includes(id))).toBe(true);
+    // A lease is never taken from a holder that may still be alive: each was granted to another
+    // gateway only after the killed one's lease had run out.
+    const grants = ['gw-b', 'gw-c'].flatMap((g) => leaseGrants(gateways.get(g)!.log, killedAt));
+    for (const { id, lease_expires_ms } of killed) {
+      const granted = grants.filter((g) => g.account === id);
+      expect(granted.length, id).toBeGreaterThan(0);
+      for (const g of granted) expect(g.at, id).toBeGreaterThanOrEqual(lease_expires_ms);
+    }
+  }, 240_000);
 
   it('a new gateway takes its share from the others, handed over without a storm', async () => {
     startGateway('gw-d');

@@ -7,9 +7,11 @@
  * subrequests, and every statement is led by an index (test/worker/bulk-limits.test.ts).
  */
 import { deleteBlobs, deleteEmailRows } from '../emails/delete.ts';
+import { eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
 import { blobKeys } from '../emails/store.ts';
 import type { Env } from '../env.ts';
 import { outgoingBlobPrefix } from '../send/outgoing.ts';
+import { ACCOUNT_COLUMNS, presentAccount, type AccountRow } from './present.ts';
 
 export const PURGE_EMAILS = 1000;
 const PURGE_ROWS = 1000;
@@ -76,4 +78,20 @@ export async function purgeStep(env: Env, accountId: string): Promise<boolean> {
     }
   }
   return true;
+}
+
+/**
+ * The last step once `purgeStep` left nothing but the row: the row goes with its account.remove
+ * event, in one batch. Returns the event to dispatch, or null when the row was already gone.
+ */
+export async function deleteAccountRow(env: Env, accountId: string): Promise<OutboxEvent | null> {
+  const db = env.DB;
+  const row = await db
+    .prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`)
+    .bind(accountId)
+    .first<AccountRow>();
+  if (!row) return null;
+  const event = newEvent('account.remove', accountId, presentAccount(row));
+  await db.batch([db.prepare('DELETE FROM accounts WHERE id = ?').bind(accountId), eventStatement(db, event)]);
+  return event;
 }

@@ -5,22 +5,19 @@
  * state in the object's SQLite storage.
  */
 import { DurableObject } from 'cloudflare:workers';
-import {
-  FolderActionResult,
-  ModifyResult,
-  type OutgoingResult,
-  type AccountStatus,
-  type Change,
-  type ChangesSequence,
-  type FolderCursor,
-  type FolderInfo,
-  type OrphanState,
+import type {
+  OutgoingResult,
+  AccountStatus,
+  Change,
+  ChangesSequence,
+  FolderCursor,
+  FolderInfo,
+  OrphanState,
 } from '../../common/relay.ts';
-import { ACCOUNT_COLUMNS, presentAccount, type AccountRow } from '../accounts/present.ts';
-import { purgeStep } from '../accounts/purge.ts';
+import { deleteAccountRow, purgeStep } from '../accounts/purge.ts';
+import { recordSkippedMessage, writeAccountStatus } from '../accounts/status.ts';
 import type { Env } from '../env.ts';
-import { dispatchEvents, eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
-import { isoNow } from '../lib/time.ts';
+import { dispatchEvents, type OutboxEvent } from '../events/outbox.ts';
 import { releaseStaged } from '../emails/blobs.ts';
 import { ChangeApplier } from '../sync/apply.ts';
 import { writeResult } from '../sync/commit.ts';
@@ -31,19 +28,14 @@ import { runChanges } from '../sync/run-changes.ts';
 import type { ChangeResult } from '../sync/state.ts';
 import { countingEnv, logStats, newStats, type SyncStats } from '../sync/stats.ts';
 import { ChangeOrder } from '../sync/order.ts';
-import { answerOf, callHolder, COMMAND_BUDGET, type CommandAnswer } from '../commands/holder.ts';
-import { applyModify, planModify, type ModifyWanted } from '../commands/modify.ts';
-import {
-  DepartedPaths,
-  pathsLeaving,
-  planFolderAction,
-  recordFolderAction,
-  type FolderRequest,
-} from '../commands/folders.ts';
+import type { CommandAnswer } from '../commands/holder.ts';
+import type { ModifyWanted } from '../commands/modify.ts';
+import type { FolderRequest } from '../commands/folders.ts';
 import { notFound } from '../lib/errors.ts';
 import { AccountStore } from './account-store.ts';
+import { MailboxActions } from './mailbox-actions.ts';
 import { type Admission, SendQueue, type SendRequest } from './send-queue.ts';
-import { type CancelResult, type Schedule, Schedules, type SendPath } from './schedules.ts';
+import { type CancelResult, type Schedule, Schedules } from './schedules.ts';
 import { STAGED_GRACE_MS, StagedReleases } from './staged-releases.ts';
 import { claimLease, type HolderResult, type Lease } from './lease.ts';
 
@@ -74,10 +66,8 @@ export class AccountObject extends DurableObject<Env> {
   private readonly order: ChangeOrder;
   /** Changes of one account are applied strictly one after another. */
   private tail: Promise<unknown> = Promise.resolve();
-  /** Commands (send, mailbox actions) run one after another too, on a chain of their own: a slow send never holds up sync. */
-  private commandTail: Promise<unknown> = Promise.resolve();
-  /** Paths the API's folder renames and deletions took away (left out of listings taken before). */
-  private readonly departed = new DepartedPaths();
+  /** Sends and mailbox actions, on a chain of their own: a slow send never holds up sync. */
+  private readonly actions: MailboxActions;
   /** Whether this instance has looked for orphans and staged releases a crash may have left unrecorded. */
   private orphansChecked = false;
 
@@ -88,6 +78,21 @@ export class AccountObject extends DurableObject<Env> {
     this.sends = new SendQueue(ctx.storage.sql, env);
     this.schedules = new Schedules(ctx.storage.sql, env);
     this.order = new ChangeOrder(this.store);
+    this.actions = new MailboxActions(this.sends, {
+      env,
+      store: this.store,
+      lease: () => this.currentLease(),
+      context: () => this.store.accountContext(),
+      onChangeChain: (work) => this.serialize(work),
+      commit: (result) => this.commit(result),
+      orphaned: (mark) => this.orphaned(mark),
+      dispatch: (events) => this.dispatch(events),
+      keepAlive: (work) => this.ctx.waitUntil(work),
+      ready: () => {
+        const holder = this.currentLease()?.gateway_id;
+        return !!holder && this.store.meta(READY_HOLDER) === holder;
+      },
+    });
     ctx.blockConcurrencyWhile(async () => {
       this.store.migrate();
       this.staged.migrate();
@@ -100,18 +105,6 @@ export class AccountObject extends DurableObject<Env> {
     const run = this.tail.then(work, work);
     this.tail = run.catch(() => undefined);
     return run;
-  }
-
-  private accountContext() {
-    const { store } = this;
-    const accountId = store.meta('account_id');
-    if (!accountId || store.meta('removed') === '1') throw new Error('account_gone: this account is not connected');
-    const own = new Set(
-      [store.meta('email'), store.meta('user_id')]
-        .filter((v): v is string => !!v && v.includes('@'))
-        .map((v) => v.toLowerCase()),
-    );
-    return { accountId, ownAddresses: own, connectedAtMs: Number(store.meta('connected_at_ms') ?? 0) };
   }
 
   /** For the lease: what the initial sync still has to pull, or undefined. */
@@ -130,13 +123,7 @@ export class AccountObject extends DurableObject<Env> {
   }
 
   cursors(): FolderCursor[] {
-    return [...this.store.loadCursors().values()].map(({ path, uidvalidity, last_uid, highest_modseq, resync }) => ({
-      path,
-      uidvalidity,
-      last_uid,
-      highest_modseq,
-      ...(resync && { resync: true }),
-    }));
+    return this.store.folderCursors();
   }
 
   // ------------------------------------------------------------------ lifecycle
@@ -153,7 +140,7 @@ export class AccountObject extends DurableObject<Env> {
       store.setMeta('email', init.email);
       store.setMeta('user_id', init.user_id);
       store.setMeta('connected_at_ms', String(init.connected_at_ms));
-      const applier = new ChangeApplier(this.env, this.accountContext(), new Map());
+      const applier = new ChangeApplier(this.env, this.store.accountContext(), new Map());
       await applier.loadFolders();
       await this.commit(await applier.applyFolders(init.folders, { baseline: true }));
       store.saveCursors(applier.cursors);
@@ -197,15 +184,8 @@ export class AccountObject extends DurableObject<Env> {
       await this.ctx.storage.setAlarm(Date.now());
       return;
     }
-    const db = this.env.DB;
-    const row = await db
-      .prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`)
-      .bind(accountId)
-      .first<AccountRow>();
-    if (!row) return;
-    const event = newEvent('account.remove', accountId, presentAccount(row));
-    await db.batch([db.prepare('DELETE FROM accounts WHERE id = ?').bind(accountId), eventStatement(db, event)]);
-    this.dispatch([event]);
+    const event = await deleteAccountRow(this.env, accountId);
+    if (event) this.dispatch([event]);
   }
 
   // ------------------------------------------------------------------ leases
@@ -265,7 +245,7 @@ export class AccountObject extends DurableObject<Env> {
       const turn = sequence ? this.order.turn(sequence) : 'apply';
       if (turn === 'applied') return { ok: true, value: this.applied() };
       if (turn === 'refused') return { ok: false, out_of_order: `batch ${sequence!.n} came out of order` };
-      const context = this.accountContext();
+      const context = this.store.accountContext();
       if (!this.orphansChecked) {
         this.orphansChecked = true;
         this.store.setOrphansWaiting(await hasOrphans(this.env, context.accountId));
@@ -285,9 +265,9 @@ export class AccountObject extends DurableObject<Env> {
           applier,
           store: this.store,
           commit: (result) => this.commit(result, env, stats, applier.state.orphanMark),
-          skipped: (where, reason) => this.recordSkipped(context.accountId, where, reason),
+          skipped: (where, reason) => recordSkippedMessage(this.env, context.accountId, where, reason),
         },
-        this.departed.filter(changes),
+        this.actions.withoutDeparted(changes),
       );
       if (sequence) this.order.applied(sequence);
       this.store.setListedMark(applier.state.listedMark);
@@ -373,29 +353,14 @@ export class AccountObject extends DurableObject<Env> {
     });
     if (step === null) return;
     // Scheduled sends start outside the change chain: their sends run on the command chain.
-    await this.schedules.runDue(this.sendPath());
+    await this.schedules.runDue(this.actions.sendPath());
     const next = [step.moreOrphans ? Date.now() : null, this.staged.next(), this.schedules.next()].filter(
       (t) => t !== null,
     );
     if (next.length) await this.ctx.storage.setAlarm(Math.max(Math.min(...next), Date.now()));
   }
 
-  /** A message was given up on: the log and the account's last_error say which and why. */
-  private async recordSkipped(accountId: string, where: { path: string; uid: number }, reason: string) {
-    const detail = `a message could not be stored and was skipped (folder ${where.path}, UID ${where.uid}): ${reason}`;
-    console.error(`account ${accountId}: ${detail}`);
-    await this.env.DB.prepare('UPDATE accounts SET last_error = ?, updated_at = ? WHERE id = ?')
-      .bind(detail.slice(0, 1000), isoNow(), accountId)
-      .run();
-  }
-
   // ------------------------------------------------------------------ commands
-
-  private command<T>(work: () => Promise<T>): Promise<CommandAnswer<T>> {
-    const run = this.commandTail.then(() => answerOf(work));
-    this.commandTail = run;
-    return run;
-  }
 
   /** A place in the account's bounded queue of sends (durable/send-queue.ts), or how long to wait for one. */
   admitSend(): Promise<Admission> {
@@ -411,15 +376,7 @@ export class AccountObject extends DurableObject<Env> {
    * The object carries it to its end and records the outcome, whether or not the caller still waits.
    */
   sendOutgoing(ticket: string, request: SendRequest, messageId: string): Promise<CommandAnswer<OutgoingResult>> {
-    const run = this.sends.run(
-      ticket,
-      request,
-      messageId,
-      (work) => this.command(work),
-      () => this.currentLease(),
-    );
-    this.ctx.waitUntil(run);
-    return run;
+    return this.actions.send(ticket, request, messageId);
   }
 
   /** A send to go at `send_at_ms` (durable/schedules.ts); the alarm is moved to it if it is the earliest. */
@@ -434,79 +391,14 @@ export class AccountObject extends DurableObject<Env> {
     return this.schedules.cancel(id);
   }
 
-  private sendPath(): SendPath {
-    return {
-      admit: () => this.sends.admit(),
-      release: (ticket) => this.sends.release(ticket),
-      send: (ticket, request, messageId) => this.sendOutgoing(ticket, request, messageId),
-      lease: () => this.currentLease(),
-      ready: () => {
-        const holder = this.currentLease()?.gateway_id;
-        return !!holder && this.store.meta(READY_HOLDER) === holder;
-      },
-      keepAlive: (work) => this.ctx.waitUntil(work),
-    };
+  /** A mailbox action on one email (durable/mailbox-actions.ts); returns the email. */
+  modifyEmail(emailId: string, wanted: ModifyWanted) {
+    return this.actions.modifyEmail(emailId, wanted);
   }
 
-  /**
-   * A mailbox action on one email: carried out by the gateway, then written to D1 with its
-   * email.update on the change chain (so it cannot interleave with a sync batch). Returns the email.
-   */
-  async modifyEmail(emailId: string, wanted: ModifyWanted) {
-    return this.command(async () => {
-      const accountId = this.store.meta('account_id');
-      if (!accountId || this.store.meta('removed') === '1') throw notFound('Account');
-      const plan = await planModify(this.env, accountId, emailId, wanted, this.store.loadCursors());
-      const result = plan.steps.length
-        ? ModifyResult.parse(
-            await callHolder(
-              this.env,
-              () => this.currentLease(),
-              { op: 'modify', account_id: accountId, steps: plan.steps },
-              COMMAND_BUDGET.action,
-            ),
-          )
-        : { uids: [] };
-      const { email, events } = await this.serialize(async () => {
-        const mark = this.store.nextOrphanMark();
-        // Marked before the rows are written (see `commit`); cleared by the next alarm if nothing was left.
-        const applied = await applyModify(this.env, accountId, plan, result, mark, () => this.orphaned(mark));
-        return applied;
-      });
-      this.dispatch(events);
-      return email;
-    });
-  }
-
-  /**
-   * Create, rename or delete a folder (commands/folders.ts): checked, carried out by the gateway,
-   * then recorded with its event on the change chain before the sync's next listing is applied.
-   */
-  async manageFolder(request: FolderRequest) {
-    return this.command(async () => {
-      const context = this.accountContext();
-      const plan = await planFolderAction(this.env, context.accountId, request);
-      const answer = plan.action
-        ? FolderActionResult.parse(
-            await callHolder(
-              this.env,
-              () => this.currentLease(),
-              { op: 'folder', account_id: context.accountId, action: plan.action },
-              COMMAND_BUDGET.action,
-            ),
-          )
-        : { path: null, status: null };
-      return this.serialize(async () => {
-        const applier = new ChangeApplier(this.env, context, this.store.loadCursors(), this.store.loadInitialSync());
-        await applier.loadFolders();
-        this.departed.add(pathsLeaving(plan, applier.state.folders.keys()));
-        const { folder, result } = await recordFolderAction(applier.state, plan, answer);
-        await this.commit(result);
-        this.store.saveCursors(applier.cursors);
-        if (applier.initialSync) this.store.saveInitialSync(applier.initialSync);
-        return folder;
-      });
-    });
+  /** Create, rename or delete a folder (durable/mailbox-actions.ts). */
+  manageFolder(request: FolderRequest) {
+    return this.actions.manageFolder(request);
   }
 
   // ------------------------------------------------------------------ status
@@ -516,32 +408,15 @@ export class AccountObject extends DurableObject<Env> {
     return this.serialize(async () => {
       const problem = this.leaseProblem(gatewayId);
       if (problem) return { ok: false, lease_lost: problem };
-      const accountId = this.accountContext().accountId;
+      const accountId = this.store.accountContext().accountId;
       this.store.setMeta(READY_HOLDER, status === 'running' ? gatewayId : '');
       if (status === 'running') {
         // Scheduled sends that came due while no gateway could send them go now.
         const due = this.schedules.wakeDue(Date.now());
         if (due !== null) await this.alarmAt(due);
       }
-      const db = this.env.DB;
-      const row = await db
-        .prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`)
-        .bind(accountId)
-        .first<AccountRow>();
-      const lastError = status === 'running' ? null : error;
-      // A repeated "running" keeps what last_error says (a message skipped meanwhile stays visible).
-      if (!row || (row.status === status && (status === 'running' || row.last_error === lastError)))
-        return { ok: true, value: null };
-      const now = isoNow();
-      const updated: AccountRow = { ...row, status, last_error: lastError };
-      const event = newEvent(`account.status.${status}`, accountId, presentAccount(updated));
-      await db.batch([
-        db
-          .prepare('UPDATE accounts SET status = ?, last_error = ?, updated_at = ? WHERE id = ?')
-          .bind(status, lastError, now, accountId),
-        eventStatement(db, event),
-      ]);
-      this.dispatch([event]);
+      const event = await writeAccountStatus(this.env, accountId, status, error);
+      if (event) this.dispatch([event]);
       return { ok: true, value: null };
     });
   }

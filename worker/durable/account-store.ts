@@ -3,7 +3,8 @@
  * cursors, the initial sync's ranges, and messages that could not be applied. One place for the
  * schema and every read and write of it.
  */
-import type { CursorState } from '../sync/state.ts';
+import type { FolderCursor } from '../../common/relay.ts';
+import type { AccountContext, CursorState } from '../sync/state.ts';
 import { InitialSync, type InitialSyncStatus } from '../sync/initial-sync.ts';
 import type { Lease } from './lease.ts';
 
@@ -104,6 +105,18 @@ export class AccountStore {
     else this.sql.exec('DELETE FROM lease WHERE gateway_id = ?', gatewayId);
   }
 
+  /** Who the account is, for applying its changes; throws once it is removed (or before it is connected). */
+  accountContext(): AccountContext {
+    const accountId = this.meta('account_id');
+    if (!accountId || this.meta('removed') === '1') throw new Error('account_gone: this account is not connected');
+    const own = new Set(
+      [this.meta('email'), this.meta('user_id')]
+        .filter((v): v is string => !!v && v.includes('@'))
+        .map((v) => v.toLowerCase()),
+    );
+    return { accountId, ownAddresses: own, connectedAtMs: Number(this.meta('connected_at_ms') ?? 0) };
+  }
+
   // ------------------------------------------------------------------ cursors
 
   loadCursors(): Map<string, CursorState> {
@@ -119,6 +132,17 @@ export class AccountStore {
       }>('SELECT * FROM folder_cursors')
       .toArray();
     return new Map(rows.map((r) => [r.path, { ...r, resync: r.resync === 1 }]));
+  }
+
+  /** The cursors as the gateway is told them (common/relay.ts `FolderCursor`). */
+  folderCursors(): FolderCursor[] {
+    return [...this.loadCursors().values()].map(({ path, uidvalidity, last_uid, highest_modseq, resync }) => ({
+      path,
+      uidvalidity,
+      last_uid,
+      highest_modseq,
+      ...(resync && { resync: true }),
+    }));
   }
 
   saveCursors(cursors: Map<string, CursorState>): void {

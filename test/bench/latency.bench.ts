@@ -7,11 +7,15 @@
  * a plain imapflow client idling on the same INBOX hears of it. What we own is the difference
  * ("over the floor").
  *
- * Per message, its stages (the gateway's debug log, the account object's `sync stats`):
- *  - wake: Postfix accepted → the gateway's IDLE connection notified (beside the floor);
+ * Per message, its stages, which add up to the time over the floor (the gateway's debug log, the
+ * event's `created_at`, the account object's `sync stats`):
+ *  - wake: the plain client notified → the gateway's IDLE connection notified (the same Dovecot);
  *  - fetch: notified → the change leaves for the Worker (STATUS, NOOP, FETCH, parse);
- *  - relay: the Worker's round trip, of which `apply` is the account's object applying it;
- *  - delivery: the Worker answered → the subscriber has the webhook (outbox, queue, fan-out, call).
+ *  - Worker: the change sent → the account's object made the event (route, parse, the object's
+ *    apply up to the event: its `created_at`, the Worker's clock);
+ *  - delivery: the event made → the subscriber has the webhook (commit, outbox, queue, fan-out, call);
+ *  beside them the object's whole apply (`sync stats`) and the Worker's answer to the gateway (which
+ *  may come after the webhook).
  * And what else ran: the gateway's event-loop delay (p50/p99/max, per 10 messages), and over a
  * window without mail (BENCH_LATENCY_IDLE_MS) what the idle accounts cost per minute: the gateway's
  * polls and calls to the Worker by call (its /metrics), the Worker's invocations by route, D1
@@ -97,14 +101,16 @@ export async function run(): Promise<void> {
   const idleUsers = Array.from({ length: total - 1 }, (_, i) => `idle${String(i).padStart(4, '0')}`);
   const mail = await startMailServer({ users: [...DEFAULT_USERS, ...idleUsers], maxImapConnections: total * 3 + 200 });
   const service = await startService({ workerEnv: { D1_METER: 'true' } });
-  const received = new Map<string, number>();
+  /** Per subject: when the subscriber got it, and when the account's object made the event (its created_at). */
+  const received = new Map<string, { at: number; madeAt: number }>();
   const subscriber = createServer((req, res) => {
     let body = '';
     req.on('data', (c) => (body += c));
     req.on('end', () => {
       const at = now();
-      const event = JSON.parse(body) as { type: string; data: { subject?: string } };
-      if (event.type === 'email.new' && event.data.subject) received.set(event.data.subject, at);
+      const event = JSON.parse(body) as { type: string; created_at: string; data: { subject?: string } };
+      if (event.type === 'email.new' && event.data.subject)
+        received.set(event.data.subject, { at, madeAt: Date.parse(event.created_at) });
       res.writeHead(200).end();
     });
   });
@@ -171,9 +177,10 @@ export async function run(): Promise<void> {
         over: [],
         wake: [],
         fetch: [],
-        relay: [],
+        toEvent: [],
         apply: [],
         delivery: [],
+        answer: [],
       };
       const lags: number[][] = [];
       for (let i = 0; i < COUNT; i++) {
@@ -189,11 +196,12 @@ export async function run(): Promise<void> {
           wait: false,
         }).then(now);
         const idleAt = await floorHeard;
-        const hookAt = await eventually(() => received.get(subject), {
+        const hook = await eventually(() => received.get(subject), {
           what: subject,
           timeoutMs: 30_000,
           intervalMs: 2,
         });
+        const hookAt = hook.at;
         rows.total!.push(hookAt - accepted);
         rows.floor!.push(idleAt - accepted);
         rows.over!.push(hookAt - idleAt);
@@ -206,11 +214,13 @@ export async function run(): Promise<void> {
         const apply = applies.find((a) => ours(a.at));
         if (pass && relay) {
           const notified = pass.at - pass.sinceNotify;
-          rows.wake!.push(notified - accepted);
-          rows.fetch!.push(relay.at - relay.roundTrip - notified);
-          rows.relay!.push(relay.roundTrip);
-          rows.delivery!.push(hookAt - relay.at);
+          rows.wake!.push(notified - idleAt);
+          const sent = relay.at - relay.roundTrip;
+          rows.fetch!.push(sent - notified);
+          rows.toEvent!.push(hook.madeAt - sent);
+          rows.answer!.push(relay.roundTrip);
         }
+        rows.delivery!.push(hookAt - hook.madeAt);
         if (apply) rows.apply!.push(apply.applyMs);
         const wait = GAP_MS - (now() - sentAt);
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
@@ -223,11 +233,12 @@ export async function run(): Promise<void> {
       console.log(summary('Postfix accepted -> subscriber (end to end)', rows.total!));
       console.log(summary('Postfix accepted -> plain IDLE client (floor)', rows.floor!));
       console.log(summary('OVER THE FLOOR (floor heard -> subscriber)', rows.over!));
-      console.log(summary('  wake: accepted -> gateway notified', rows.wake!));
+      console.log(summary('  wake: plain client notified -> gateway', rows.wake!));
       console.log(summary('  fetch: notified -> change sent', rows.fetch!));
-      console.log(summary('  relay: Worker round trip', rows.relay!));
-      console.log(summary('    of which the object applying it', rows.apply!));
-      console.log(summary('  delivery: Worker answered -> subscriber', rows.delivery!));
+      console.log(summary('  Worker: change sent -> event made (object)', rows.toEvent!));
+      console.log(summary('  delivery: event made -> subscriber', rows.delivery!));
+      console.log(summary("  (the object's whole apply)", rows.apply!));
+      console.log(summary("  (the Worker's answer to the change)", rows.answer!));
       console.log(
         `gateway event-loop delay meanwhile (per 10 messages) p50/p99/max ms: ${lags.map((l) => l.map((v) => v.toFixed(0)).join('/')).join(', ')}`,
       );

@@ -5,7 +5,9 @@
  * go to alice, one every BENCH_LATENCY_GAP_MS (default 5,000), each timed from Postfix accepting it
  * to the subscriber receiving the signed `email.new`. The floor, measured for the same message: when
  * a plain imapflow client idling on the same INBOX hears of it. What we own is the difference
- * ("over the floor").
+ * ("over the floor"). The two IDLE connections are served by different Dovecot processes, whose
+ * notifications may come apart by hundreds of ms on a busy machine: the time over the gateway's own
+ * notification (fetch + Worker + delivery) is printed too.
  *
  * Per message, its stages, which add up to the time over the floor (the gateway's debug log, the
  * event's `created_at`, the account object's `sync stats`):
@@ -158,6 +160,8 @@ export async function run(): Promise<void> {
     void idler.idle();
 
     let connected = 1;
+    /** The median over the floor with alice alone (the first step): what more accounts add is compared with it. */
+    let alone: number | null = null;
     for (const step of STEPS) {
       const t0 = now();
       await connectIdle(service, mail, idleUsers.slice(connected - 1, step - 1));
@@ -175,6 +179,7 @@ export async function run(): Promise<void> {
         total: [],
         floor: [],
         over: [],
+        ours: [],
         wake: [],
         fetch: [],
         toEvent: [],
@@ -215,6 +220,7 @@ export async function run(): Promise<void> {
         if (pass && relay) {
           const notified = pass.at - pass.sinceNotify;
           rows.wake!.push(notified - idleAt);
+          rows.ours!.push(hookAt - notified);
           const sent = relay.at - relay.roundTrip;
           rows.fetch!.push(sent - notified);
           rows.toEvent!.push(hook.madeAt - sent);
@@ -233,6 +239,14 @@ export async function run(): Promise<void> {
       console.log(summary('Postfix accepted -> subscriber (end to end)', rows.total!));
       console.log(summary('Postfix accepted -> plain IDLE client (floor)', rows.floor!));
       console.log(summary('OVER THE FLOOR (floor heard -> subscriber)', rows.over!));
+      console.log(summary("over the gateway's own notification", rows.ours!));
+      const median = percentile(
+        [...rows.over!].sort((a, b) => a - b),
+        50,
+      );
+      if (alone === null) alone = median;
+      else
+        console.log(`  the full gateway adds (median over the floor minus the first step's): ${ms(median - alone)} ms`);
       console.log(summary('  wake: plain client notified -> gateway', rows.wake!));
       console.log(summary('  fetch: notified -> change sent', rows.fetch!));
       console.log(summary('  Worker: change sent -> event made (object)', rows.toEvent!));

@@ -98,12 +98,19 @@ export function isSelectable(folder: Pick<FolderInfo, 'flags'>): boolean {
   return !folder.flags.some((f) => f.toLowerCase() === '\\noselect' || f.toLowerCase() === '\\nonexistent');
 }
 
-function toFolderInfo(entry: ListResponse): FolderInfo {
+/**
+ * \Marked and \Unmarked (RFC 3501) say whether mail came since the folder was last selected: they
+ * come and go with new mail, so they are no property of the folder (a listing that differed only by
+ * them would be reported to the Worker, and stored, for nothing).
+ */
+const TRANSIENT_ATTRIBUTES = new Set(['\\marked', '\\unmarked']);
+
+export function toFolderInfo(entry: ListResponse): FolderInfo {
   const status: Partial<StatusObject> = entry.status ?? {};
   return {
     path: entry.path,
     delimiter: entry.delimiter || null,
-    flags: [...entry.flags],
+    flags: [...entry.flags].filter((f) => !TRANSIENT_ATTRIBUTES.has(f.toLowerCase())),
     // imapflow knows RFC 6154's flags; RFC 8457's \Important (Gmail's "[Gmail]/Important") is read here.
     special_use: entry.specialUse ?? (entry.flags.has('\\Important') ? '\\Important' : null),
     uidvalidity: Number(status.uidValidity ?? 0),

@@ -102,6 +102,7 @@ export class Session implements PassHost {
       wake: (path) => this.wake(path),
       fail: (err) => this.fail(err),
       log,
+      pacer: deps.pacer,
     });
     this.#failed.promise.catch(() => undefined);
   }
@@ -290,7 +291,8 @@ export class Session implements PassHost {
       this.fail(Object.assign(new Error('IMAP connection closed'), { code: 'EConnectionClosed' })),
     );
     client.on('error', (err: Error) => this.fail(err));
-    client.on('exists', (ev) => void this.wake(ev.path));
+    // New mail: background work (polls, heartbeats) waits until the Worker has it (gateway/pacer.ts).
+    client.on('exists', (ev) => void this.#deps.pacer.urgent(this.wake(ev.path)));
     client.on('flags', (ev) => void this.wake(ev.path));
     client.on('expunge', (ev) => {
       this.changes.heardExpunge(ev, Number(client.mailbox ? client.mailbox.uidValidity : 0));

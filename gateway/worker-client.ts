@@ -27,7 +27,7 @@ import { GATEWAY_SIGNATURE_HEADER, signRequest } from '../common/signing.ts';
 import { backoffDelay, sleep } from './async.ts';
 import { GatewayError, WorkerFailure } from './errors.ts';
 import { errorFields, type Logger } from './log.ts';
-import { countRelayed } from './metrics.ts';
+import { countRelayed, countWorkerCall } from './metrics.ts';
 import { GATEWAY_VERSION } from './version.ts';
 
 const REQUEST_TIMEOUT_MS = 60_000;
@@ -242,6 +242,7 @@ export class WorkerClient {
     const url = new URL(path, this.#base);
     for (let attempt = 0; ; attempt++) {
       if (opts.signal?.aborted) throw new Aborted(`aborted: ${path}`);
+      countWorkerCall(callName(path));
       let failure: string;
       try {
         const signature = await signRequest(this.#secret, { method, path: url.pathname + url.search, body });
@@ -427,6 +428,12 @@ function parseChecked<T>(
   } catch (err) {
     return { ok: false, problem: err instanceof Error ? err.message : String(err) };
   }
+}
+
+/** The call a relay path names: `/internal/gateway/heartbeat` → heartbeat, `…/accounts/<id>/changes` → changes. */
+function callName(path: string): string {
+  const parts = path.split('/');
+  return (parts[3] === 'accounts' ? parts[5] : parts[3]) ?? 'other';
 }
 
 function accountPath(accountId: string): string {

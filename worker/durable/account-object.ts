@@ -17,6 +17,7 @@ import type {
 import { deleteAccountRow, purgeStep } from '../accounts/purge.ts';
 import { recordSkippedMessage, writeAccountStatus } from '../accounts/status.ts';
 import type { Env } from '../env.ts';
+import { meteredEnv } from '../lib/d1-meter.ts';
 import { dispatchEvents, type OutboxEvent } from '../events/outbox.ts';
 import { releaseStaged } from '../emails/blobs.ts';
 import { ChangeApplier } from '../sync/apply.ts';
@@ -74,7 +75,8 @@ export class AccountObject extends DurableObject<Env> {
   /** Whether this instance has looked for orphans and staged releases a crash may have left unrecorded. */
   private orphansChecked = false;
 
-  constructor(ctx: DurableObjectState, env: Env) {
+  constructor(ctx: DurableObjectState, rawEnv: Env) {
+    const env = meteredEnv(rawEnv);
     super(ctx, env);
     this.store = new AccountStore(ctx.storage);
     this.staged = new StagedReleases(ctx.storage.sql);

@@ -20,6 +20,7 @@ import { DurableObject } from 'cloudflare:workers';
 import { DEAD_AFTER_MS, PING, PONG } from '../../common/heartbeat.ts';
 import { GatewayToWorker, type GatewayErrorKind, type GatewayRequest } from '../../common/relay.ts';
 import type { Env } from '../env.ts';
+import { meteredEnv } from '../lib/d1-meter.ts';
 import { isoNow } from '../lib/time.ts';
 
 /**
@@ -75,7 +76,8 @@ export class GatewayObject extends DurableObject<Env> {
   /** When a socket was last lost without a clean close (in memory: a woken object has none). */
   private lostAt = 0;
 
-  constructor(ctx: DurableObjectState, env: Env) {
+  constructor(ctx: DurableObjectState, rawEnv: Env) {
+    const env = meteredEnv(rawEnv);
     super(ctx, env);
     ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair(PING, PONG));
   }

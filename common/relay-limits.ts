@@ -5,6 +5,13 @@
 
 /** Sources larger than this many bytes are staged (see `MessageIn.staged`). */
 export const STAGE_SOURCE_BYTES = 2 * 1024 * 1024;
+/**
+ * Staged sources larger than this go in parts of this size (an R2 multipart upload): no call to
+ * the Worker carries more, and the Worker never holds a whole large source.
+ */
+export const STAGE_PART_BYTES = 16 * 1024 * 1024;
+/** The gateway's default limit on a message (`GATEWAY_MAX_MESSAGE_BYTES`): the largest any common provider accepts. */
+export const DEFAULT_MAX_MESSAGE_BYTES = 150 * 1024 * 1024;
 
 /** Keep a change batch under this many bytes of JSON (raw sources included); a bigger message goes alone. */
 export const MAX_BATCH_BYTES = 8 * 1024 * 1024;

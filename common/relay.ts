@@ -10,6 +10,9 @@
  *   POST /internal/gateway/accounts/{id}/status         StatusRequest           → { ok: true }
  *   GET  /internal/gateway/accounts/{id}/outgoing/{key}  (empty body signed)     → OutgoingMessage
  *   PUT  /internal/gateway/accounts/{id}/sources/{sha256} a large message source → { ok: true }
+ *   POST /internal/gateway/accounts/{id}/sources/{sha256}/uploads  (empty)   → StagedUpload
+ *   PUT  …/sources/{sha256}/uploads/{upload}/{part}     one part of a very large source → StagedPart
+ *   POST …/sources/{sha256}/uploads/{upload}/complete   StagedUploadComplete    → { ok: true }
  *   POST /internal/gateway/accounts/{id}/outcomes       SendOutcome             → { ok: true }
  *
  * Worker → Gateway: each gateway keeps one WebSocket open to the Worker
@@ -89,6 +92,11 @@ export const MessageIn = z.object({
     .string()
     .regex(/^[0-9a-f]{64}$/)
     .optional(),
+  /**
+   * The message is larger than the gateway takes (`GATEWAY_MAX_MESSAGE_BYTES`): `raw` holds only its
+   * header block and `size` is the whole message's. It is listed from its headers, without a body.
+   */
+  too_large: z.literal(true).optional(),
 });
 export type MessageIn = z.infer<typeof MessageIn>;
 
@@ -177,6 +185,15 @@ export const Change = z.discriminatedUnion('type', [
         started: z.number().int().nonnegative(),
       }),
     ),
+  }),
+  /**
+   * A folder that cannot make progress (the server refuses to open it), or `problem: null` when it
+   * can again: the account's `last_error` names the folder and the reason while the rest syncs on.
+   */
+  z.object({
+    type: z.literal('folder_problem'),
+    path: z.string(),
+    problem: z.string().max(500).nullable(),
   }),
   /** Progress of the initial sync: `running` when a pull starts (again), then `completed` or `failed` once. */
   z.object({
@@ -299,8 +316,17 @@ export type LeaseResponse = z.infer<typeof LeaseResponse>;
  * `n - 1` (a later one waits for it; one that waited too long, or comes from a stream that a newer
  * one replaced, is refused with 409 `errors/out_of_order`, and the gateway starts a new stream). A
  * batch already applied (`n` at or below the last one) is answered without being applied again.
+ *
+ * `session`: the epoch of the gateway session that sent it (it grows with every session a gateway
+ * process starts, and a restarted process starts above the old one): once a session of the holding
+ * gateway has had a batch applied, a batch of an earlier session of that gateway is refused (409),
+ * however late it arrives.
  */
-export const ChangesSequence = z.object({ stream: z.string().min(1).max(64), n: z.number().int().nonnegative() });
+export const ChangesSequence = z.object({
+  stream: z.string().min(1).max(64),
+  n: z.number().int().nonnegative(),
+  session: z.number().int().nonnegative().optional(),
+});
 export type ChangesSequence = z.infer<typeof ChangesSequence>;
 
 export const ChangesRequest = z.object({
@@ -364,6 +390,23 @@ export type OutgoingMessage = z.infer<typeof OutgoingMessage>;
 /** A send or a saved draft: the Message-ID it went out with (its copy in Sent or Drafts arrives by sync). */
 export const OutgoingResult = z.object({ message_id: z.string() });
 export type OutgoingResult = z.infer<typeof OutgoingResult>;
+
+/** A multipart upload of a very large source begun (`STAGE_PART_BYTES` a part, the last one shorter). */
+export const StagedUpload = z.object({ upload_id: z.string().min(1).max(1000) });
+export type StagedUpload = z.infer<typeof StagedUpload>;
+
+/** One part stored. */
+export const StagedPart = z.object({ etag: z.string().min(1).max(200) });
+export type StagedPart = z.infer<typeof StagedPart>;
+
+/** Every part of the upload, in order: the source is whole once this is applied. */
+export const StagedUploadComplete = z.object({
+  parts: z
+    .array(z.object({ part: z.number().int().min(1).max(10_000), etag: z.string().min(1).max(200) }))
+    .min(1)
+    .max(10_000),
+});
+export type StagedUploadComplete = z.infer<typeof StagedUploadComplete>;
 
 /**
  * What became of a send or draft, reported by the gateway once it knows, besides its answer on the

@@ -2,12 +2,15 @@
 import type { FolderCursor, InitialSyncPlan, MailboxConfig, OrphanState } from '../common/relay.ts';
 import type { SyncSettings } from './config.ts';
 import type { Logger } from './log.ts';
+import type { Pacer } from './pacer.ts';
 import type { WorkerClient } from './worker-client.ts';
 
 export interface AccountDeps {
   worker: WorkerClient;
   settings: SyncSettings;
   log: Logger;
+  /** Paces the accounts' background work behind new mail (gateway/pacer.ts); one per gateway. */
+  pacer: Pacer;
   /** The Worker says the lease is gone: the account has stopped itself. */
   onLeaseLost(accountId: string): void;
 }

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
+import { DEFAULT_MAX_MESSAGE_BYTES } from '../common/relay-limits.ts';
 import { CONNECTION_ENV, DEFAULT_CONNECTIONS, type ConnectionSettings } from './connection-settings.ts';
 import type { LogFormat, LogLevel } from './log.ts';
 
@@ -17,6 +18,8 @@ export interface SyncSettings extends ConnectionSettings {
    * the other folders, so that another client's move (COPY, then EXPUNGE) is one move (folder-pass.ts).
    */
   moveSettleMs: number;
+  /** Messages larger than this are listed from their headers, without their body; also every IMAP connection's literal limit. */
+  maxMessageBytes: number;
   /** Use these IMAP extensions when the server has them (off: for servers with broken ones). */
   qresync: boolean;
   condstore: boolean;
@@ -43,6 +46,7 @@ export const DEFAULT_SYNC: SyncSettings = {
   authRetryMs: 5 * 60_000,
   connectTimeoutMs: 15_000,
   moveSettleMs: 2_000,
+  maxMessageBytes: DEFAULT_MAX_MESSAGE_BYTES,
   qresync: true,
   condstore: true,
 };
@@ -61,6 +65,7 @@ const TUNING: Record<NumericSetting, string> = {
   authRetryMs: 'GATEWAY_AUTH_RETRY_MS',
   connectTimeoutMs: 'GATEWAY_CONNECT_TIMEOUT_MS',
   moveSettleMs: 'GATEWAY_MOVE_SETTLE_MS',
+  maxMessageBytes: 'GATEWAY_MAX_MESSAGE_BYTES',
 };
 
 export function loadConfig(env: NodeJS.ProcessEnv): GatewayConfig {

@@ -12,18 +12,24 @@
  * that lost messages: their pass relays the held mail with the expunges as `vanishing`, one move.
  */
 import type { ImapFlow } from 'imapflow';
-import { BATCHES_IN_FLIGHT, MAX_BATCH_BYTES, MAX_BATCH_MESSAGES } from '../common/relay-limits.ts';
-import type { Change, FolderCursor, FolderInfo, MessageIn } from '../common/relay.ts';
+import type { Change, FolderCursor, FolderInfo } from '../common/relay.ts';
 import { Coalescer } from './async.ts';
 import { uidsUpTo, type FolderChanges, type FolderStatus } from './folder-changes.ts';
 import { isSelectable, type ServerFeatures } from './imap.ts';
 import type { Evidence } from './evidence.ts';
 import { errorFields, type Logger } from './log.ts';
 import { observeRelay } from './metrics.ts';
-import { hasSource, hasUid, MESSAGE_OVERHEAD_BYTES, messageQuery, toRelayed, type StageSource } from './messages.ts';
+import type { StageSource } from './messages.ts';
+import { fetchNew, type FetchHost } from './fetch-new.ts';
 import { hasNewMail, mayHaveNewMail, statusOf } from './folder-status.ts';
 import { mergeHints, sendSnapshot, sendTail, type ReadThrough } from './pass-tail.ts';
 import { Aborted } from './worker-client.ts';
+
+/** The server's words for a refused command, without anything of ours. */
+function refusal(err: unknown): string {
+  const text = (err as { responseText?: string }).responseText ?? (err instanceof Error ? err.message : '');
+  return (text || 'NO').slice(0, 200);
+}
 
 /** What a pass needs of its session (gateway/session.ts). */
 export interface PassHost {
@@ -33,6 +39,8 @@ export interface PassHost {
   readonly cursors: Map<string, FolderCursor>;
   readonly changes: FolderChanges;
   readonly stage: StageSource;
+  /** Messages larger than this are relayed without their body (GATEWAY_MAX_MESSAGE_BYTES). */
+  readonly maxMessageBytes: number;
   readonly evidence: Evidence;
   features(): ServerFeatures;
   listing(): Map<string, FolderInfo>;
@@ -112,9 +120,11 @@ export class FolderPasses {
     }
     if ((err as { responseStatus?: string }).responseStatus === 'NO') {
       // One folder the server will not open right now (permissions, a broken mailbox): the rest of
-      // the account goes on, nothing is reported for it, and the next poll tries it again.
-      if (!this.#refused.has(path))
+      // the account goes on, the account's last_error names it, and the next poll tries it again.
+      if (!this.#refused.has(path)) {
         host.log.warn('folder refused by the server, retrying', { path, ...errorFields(err) });
+        this.#reportProblem(path, `the server refuses it: ${refusal(err)}`);
+      }
       this.#refused.add(path);
       return;
     }
@@ -124,7 +134,15 @@ export class FolderPasses {
   async #syncFolder(path: string): Promise<void> {
     this.#host.log.debug('pass', { path });
     await this.#passOver(path);
-    if (this.#refused.delete(path)) this.#host.log.info('folder readable again', { path });
+    if (this.#refused.delete(path)) {
+      this.#host.log.info('folder readable again', { path });
+      this.#reportProblem(path, null);
+    }
+  }
+
+  /** The account's last_error names a folder that cannot make progress (null: it can again). */
+  #reportProblem(path: string, problem: string | null): void {
+    this.#host.send([{ type: 'folder_problem', path, problem }]).catch((err: unknown) => this.#passFailed(path, err));
   }
 
   async #passOver(path: string): Promise<void> {
@@ -202,7 +220,7 @@ export class FolderPasses {
     return { path, uidvalidity: status.uidvalidity, last_uid: 0, highest_modseq: null };
   }
 
-  /** #fetchNew, unless new mail is held back (see the top): then the cursor stays at the baseline. */
+  /** #fetchNew, unless new mail is held back (see the top; never while the folder is re-read): then the cursor stays at the baseline. */
   async #fetchUnlessHeld(
     client: ImapFlow,
     path: string,
@@ -211,7 +229,10 @@ export class FolderPasses {
   ): Promise<ReadThrough> {
     const host = this.#host;
     const settleMs = host.moveSettleMs;
-    if (host.features().move || settleMs === 0) return this.#fetchNew(client, path, status, base);
+    // A folder being read again (renumbered: on Courier, every rename) is never held: its messages
+    // are found again by identity, and its re-read ends only once it is read through.
+    const rereading = host.cursors.get(path)?.resync === true;
+    if (host.features().move || settleMs === 0 || rereading) return this.#fetchNew(client, path, status, base);
     const now = performance.now();
     const since = this.#heldSince.get(path) ?? now;
     if (now - since >= settleMs || !(await hasNewMail(client, status, base))) {
@@ -229,84 +250,30 @@ export class FolderPasses {
     return { lastUid: base.last_uid, complete: false };
   }
 
-  /**
-   * Fetches and relays every message above the baseline's last UID, in batches. Returns the
-   * folder's last UID (everything up to it has now been relayed or was expunged), and whether
-   * everything the folder held was relayed.
-   */
-  async #fetchNew(
+  /** Fetches and relays new mail (gateway/fetch-new.ts); `ownGone`: this folder's expunges, sent as hints too. */
+  #fetchNew(
     client: ImapFlow,
     path: string,
     status: FolderStatus,
     base: FolderCursor,
     ownGone: number[] = [],
   ): Promise<ReadThrough> {
-    // STATUS (or EXAMINE) ran before this FETCH, whose view is at least as new (see statusOf):
-    // every UID below its UIDNEXT is covered by it.
-    let lastUid = Math.max(base.last_uid, status.uidnext - 1);
-    // Nothing new by the folder's numbers; numbers that may be behind (STATUS of a selected folder) never skip the FETCH.
-    if (status.exact && status.uidnext !== 0 && status.uidnext <= base.last_uid + 1) return { lastUid, complete: true };
-    const gmail = this.#host.features().gmail;
-    const query = messageQuery(gmail);
-    let batch: MessageIn[] = [];
-    let bytes = 0;
-    // A few batches travel to the Worker while the next is fetched; the Worker applies them in order.
-    const inFlight: Promise<void>[] = [];
-    const flush = async (final: boolean) => {
-      const changes: Change[] = [];
-      const own = ownGone.length ? [{ path, uidvalidity: status.uidvalidity, uids: ownGone }] : [];
-      const vanishing = mergeHints([
-        ...[...this.#pendingExpunges].map(([from, e]) => ({ path: from, ...e })),
-        ...own,
-        ...this.#host.changes.heard(),
-      ]);
-      if (batch.length)
-        changes.push({
-          type: 'messages',
-          path,
-          uidvalidity: status.uidvalidity,
-          messages: batch,
-          ...(vanishing.length && { vanishing }),
-        });
-      if (final)
-        changes.push({
-          type: 'cursor',
-          path,
-          uidvalidity: status.uidvalidity,
-          last_uid: lastUid,
-          highest_modseq: base.highest_modseq,
-        });
-      batch = [];
-      bytes = 0;
-      if (inFlight.length >= BATCHES_IN_FLIGHT) await inFlight.shift();
-      const sent = this.#host.send(changes);
-      sent.catch(() => undefined); // awaited below; a failure of the loop itself is the one to report
-      inFlight.push(sent);
-      if (final) while (inFlight.length) await inFlight.shift();
+    const host = this.#host;
+    const own = ownGone.length ? [{ path, uidvalidity: status.uidvalidity, uids: ownGone }] : [];
+    const fetchHost: FetchHost = {
+      log: host.log,
+      stage: host.stage,
+      maxMessageBytes: host.maxMessageBytes,
+      gmail: () => host.features().gmail,
+      hints: () =>
+        mergeHints([
+          ...[...this.#pendingExpunges].map(([from, e]) => ({ path: from, ...e })),
+          ...own,
+          ...host.changes.heard(),
+        ]),
+      send: (changes) => host.send(changes),
     };
-    let fetched = false;
-    /** The lowest UID whose source did not come: the cursor stays below it, so the next pass asks again. */
-    let unread = Number.POSITIVE_INFINITY;
-    for await (const msg of client.fetch(`${base.last_uid + 1}:*`, query, { uid: true })) {
-      // "n:*" also matches the highest UID when it is below n.
-      if (!hasUid(msg) || msg.uid <= base.last_uid) continue;
-      if (!hasSource(msg)) {
-        this.#host.log.warn('message fetched without its source, asked again at the next pass', { path, uid: msg.uid });
-        unread = Math.min(unread, msg.uid);
-        continue;
-      }
-      const message = await toRelayed(msg, gmail, this.#host.stage);
-      // A staged source is not in the change, but the Worker reads it back while applying it.
-      const size = (message.staged ? message.size : message.raw.length) + MESSAGE_OVERHEAD_BYTES;
-      if (batch.length && (batch.length >= MAX_BATCH_MESSAGES || bytes + size > MAX_BATCH_BYTES)) await flush(false);
-      batch.push(message);
-      bytes += size;
-      lastUid = Math.max(lastUid, msg.uid);
-      fetched = true;
-    }
-    lastUid = Math.min(lastUid, unread - 1);
-    if (fetched) await flush(true);
-    return { lastUid, complete: unread === Number.POSITIVE_INFINITY };
+    return fetchNew(fetchHost, client, path, status, base);
   }
 
   /** Relays new mail of every other folder (one LIST-STATUS, then a fetch where UIDNEXT moved; new folders are reported first). */

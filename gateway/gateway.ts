@@ -9,6 +9,7 @@ import { AccountSync } from './account-sync.ts';
 import { GatewayError } from './errors.ts';
 import type { MailboxCommands } from './mailbox.ts';
 import { OutgoingSends } from './sends.ts';
+import { Pacer } from './pacer.ts';
 import { backoffDelay, sleep } from './async.ts';
 import type { GatewayConfig } from './config.ts';
 import { errorFields, type Logger } from './log.ts';
@@ -31,6 +32,8 @@ export class Gateway {
   #commands = new Map<string, MailboxCommands>();
   #leasing = new Map<string, Promise<void>>();
   #sends: OutgoingSends;
+  /** Background work (polls, heartbeats) behind new mail, polls spread over their interval. */
+  #pacer: Pacer;
   #abort = new AbortController();
   #tasks: Promise<void>[] = [];
   /** Ends the heartbeat loop's wait: the Worker asked for a heartbeat now (`rebalance`). */
@@ -48,6 +51,7 @@ export class Gateway {
       log,
     });
     this.#sends = new OutgoingSends(this.#worker, log);
+    this.#pacer = new Pacer(config.sync.pollIntervalMs);
   }
 
   start(): void {
@@ -141,6 +145,8 @@ export class Gateway {
       // A `rebalance` from now on (even during this heartbeat) cuts the next wait short.
       this.#wake = new AbortController();
       try {
+        // Not while new mail is on its way to the Worker (at most a second later: leases last minutes).
+        await this.#pacer.quiet();
         const held = [...this.#accounts.keys()];
         const res = await this.#worker.heartbeat(held, this.#config.capacity, { signal, attempts: 4 });
         refusals = 0;
@@ -196,6 +202,7 @@ export class Gateway {
           worker: this.#worker,
           settings: this.#config.sync,
           log: this.#log,
+          pacer: this.#pacer,
           onLeaseLost: (lost) => {
             if (this.#accounts.get(lost) === account) this.#accounts.delete(lost);
             if (this.#commands.get(lost) === commands) this.#commands.delete(lost);

@@ -2,6 +2,7 @@
 import { ImapFlow, type ImapFlowOptions, type ListResponse, type StatusObject } from 'imapflow';
 import { createSecureContext, type SecureContext } from 'node:tls';
 import type { FolderInfo, ServerConfig } from '../common/relay.ts';
+import { DEFAULT_MAX_MESSAGE_BYTES } from '../common/relay-limits.ts';
 import { trackImapConnection } from './metrics.ts';
 import { mailHostTarget } from './mail-hosts.ts';
 
@@ -18,7 +19,12 @@ export function sharedSecureContext(): SecureContext {
 
 export function imapOptions(
   server: ServerConfig,
-  { timeoutMs, qresync = true, condstore = true }: { timeoutMs: number; qresync?: boolean; condstore?: boolean },
+  {
+    timeoutMs,
+    qresync = true,
+    condstore = true,
+    maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES,
+  }: { timeoutMs: number; qresync?: boolean; condstore?: boolean; maxMessageBytes?: number },
   extra: Partial<ImapFlowOptions> = {},
 ): ImapFlowOptions {
   const extensions = { qresync, condstore };
@@ -41,6 +47,11 @@ export function imapOptions(
     // per connection, about 300 KB: more than the whole connection without it. An idle account's
     // traffic is a few status lines, not worth that.
     disableCompression: true,
+    // A server's literal (a message source) is never taken above the gateway's message limit: a
+    // larger one ends the connection instead of filling the gateway's memory. The pass reads sizes
+    // first and fetches only the head of a larger message (gateway/fetch-new.ts).
+    maxLiteralSize: maxMessageBytes,
+    maxResponseSize: maxMessageBytes + 1024 * 1024,
     ...extra,
   };
 }
@@ -87,12 +98,19 @@ export function isSelectable(folder: Pick<FolderInfo, 'flags'>): boolean {
   return !folder.flags.some((f) => f.toLowerCase() === '\\noselect' || f.toLowerCase() === '\\nonexistent');
 }
 
-function toFolderInfo(entry: ListResponse): FolderInfo {
+/**
+ * \Marked and \Unmarked (RFC 3501) say whether mail came since the folder was last selected: they
+ * come and go with new mail, so they are no property of the folder (a listing that differed only by
+ * them would be reported to the Worker, and stored, for nothing).
+ */
+const TRANSIENT_ATTRIBUTES = new Set(['\\marked', '\\unmarked']);
+
+export function toFolderInfo(entry: ListResponse): FolderInfo {
   const status: Partial<StatusObject> = entry.status ?? {};
   return {
     path: entry.path,
     delimiter: entry.delimiter || null,
-    flags: [...entry.flags],
+    flags: [...entry.flags].filter((f) => !TRANSIENT_ATTRIBUTES.has(f.toLowerCase())),
     // imapflow knows RFC 6154's flags; RFC 8457's \Important (Gmail's "[Gmail]/Important") is read here.
     special_use: entry.specialUse ?? (entry.flags.has('\\Important') ? '\\Important' : null),
     uidvalidity: Number(status.uidValidity ?? 0),

@@ -21,6 +21,8 @@ import {
   internalDateOf,
   MESSAGE_OVERHEAD_BYTES,
   messageQuery,
+  OMITTED_HEAD_BYTES,
+  toOmitted,
   toRelayed,
   type StageSource,
 } from './messages.ts';
@@ -32,6 +34,8 @@ export interface PullDeps {
   turn<T>(work: (client: ImapFlow) => Promise<T>): Promise<T>;
   /** Stores a large source with the Worker ahead of its change. */
   stage: StageSource;
+  /** Messages larger than this are relayed without their body (gateway/fetch-new.ts). */
+  maxMessageBytes: number;
   gmail: boolean;
   listing: Map<string, FolderInfo>;
   /** Relays changes; the live sync's cursors are not touched by them. */
@@ -68,13 +72,19 @@ async function pullFolder(folder: PlanFolder, since: number, deps: PullDeps): Pr
   const inWindow = await deps.turn((client) => inWindowOf(client, folder, since));
   if (!inWindow) return 0;
   inWindow.sort((a, b) => b.uid - a.uid);
+  const tooLarge = new Set(inWindow.filter((m) => m.size > deps.maxMessageBytes).map((m) => m.uid));
   for (const page of pages(inWindow)) {
+    // A message over the limit goes alone (pages), fetched only up to its head.
+    const omitted = page.length === 1 && tooLarge.has(page[0]!);
+    const query = omitted
+      ? { ...messageQuery(deps.gmail), source: { start: 0, maxLength: OMITTED_HEAD_BYTES } }
+      : messageQuery(deps.gmail);
     const messages = await deps.turn(async (client) => {
       const lock = await client.getMailboxLock(folder.path, { readOnly: true });
       try {
         if (!sameNumbering(client, folder)) return null;
         const fetched: MessageIn[] = [];
-        for await (const msg of client.fetch(uidSet(page), messageQuery(deps.gmail), { uid: true })) {
+        for await (const msg of client.fetch(uidSet(page), query, { uid: true })) {
           if (!hasUid(msg)) continue;
           // Most likely expunged while it was read: older mail the live sync does not pick up again.
           if (!hasSource(msg))
@@ -82,7 +92,7 @@ async function pullFolder(folder: PlanFolder, since: number, deps: PullDeps): Pr
               path: folder.path,
               uid: msg.uid,
             });
-          else fetched.push(await toRelayed(msg, deps.gmail, deps.stage));
+          else fetched.push(omitted ? toOmitted(msg, deps.gmail) : await toRelayed(msg, deps.gmail, deps.stage));
         }
         return fetched;
       } finally {

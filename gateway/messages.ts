@@ -76,6 +76,26 @@ export async function toRelayed(msg: FetchMessageObject, gmail: boolean, stage: 
   };
 }
 
+/** Bytes of a message over the size limit that are fetched: enough for any real header block. */
+export const OMITTED_HEAD_BYTES = 256 * 1024;
+
+/** The header block of a (partial) source: up to the first empty line, or all of it when none came. */
+function headerBlock(source: Buffer): Buffer {
+  const end = source.indexOf('\r\n\r\n');
+  if (end >= 0) return source.subarray(0, end + 4);
+  const bare = source.indexOf('\n\n');
+  return bare >= 0 ? source.subarray(0, bare + 2) : source;
+}
+
+/** A message over the size limit, fetched partially: relayed with its header block only (`too_large`). */
+export function toOmitted(msg: FetchMessageObject & { source: Buffer }, gmail: boolean): MessageIn {
+  return {
+    ...toMessageIn({ ...msg, source: headerBlock(msg.source) }, gmail),
+    size: msg.size ?? 0,
+    too_large: true,
+  };
+}
+
 export function toFlagUpdate(msg: FetchMessageObject, gmail: boolean): FlagUpdate {
   return { uid: msg.uid, flags: flagsOf(msg), ...(gmail && { labels: [...(msg.labels ?? [])].sort() }) };
 }

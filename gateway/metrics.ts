@@ -29,6 +29,8 @@ export type SendOutcomeLabel = 'sent' | 'failed' | 'unknown';
 
 interface Sink {
   relayed(kind: string, count: number): void;
+  poll(): void;
+  workerCall(call: string): void;
   relaySeconds(seconds: number): void;
   error(kind: FailureClass): void;
   send(outcome: SendOutcomeLabel): void;
@@ -52,6 +54,16 @@ export function imapConnectionCount(): number {
 export function countRelayed(changes: readonly Change[]): void {
   if (!sink) return;
   for (const change of changes) sink.relayed(change.type, change.type === 'messages' ? change.messages.length : 1);
+}
+
+/** A poll of an account's folder list (gateway/poll.ts). */
+export function countPoll(): void {
+  sink?.poll();
+}
+
+/** A call to the Worker (heartbeat, changes, status, lease, …), retries included. */
+export function countWorkerCall(call: string): void {
+  sink?.workerCall(call);
 }
 
 /** From a server's notification to the Worker's answer for the mail it announced. */
@@ -136,6 +148,17 @@ export async function enableMetrics(state: () => GatewayState): Promise<Registry
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
     registers,
   });
+  const polls = new client.Counter({
+    name: 'mailbox_gateway_polls_total',
+    help: "Polls of an account's folder list (each LIST-STATUS)",
+    registers,
+  });
+  const workerCalls = new client.Counter({
+    name: 'mailbox_gateway_worker_calls_total',
+    help: 'Calls to the Worker, by call (heartbeat, changes, status, lease, ...), retries included',
+    labelNames: ['call'],
+    registers,
+  });
   const errors = new client.Counter({
     name: 'mailbox_gateway_errors_total',
     help: 'Failed connections, logins and Worker calls, by class',
@@ -154,6 +177,8 @@ export async function enableMetrics(state: () => GatewayState): Promise<Registry
   for (const outcome of ['sent', 'failed', 'unknown'] satisfies SendOutcomeLabel[]) sends.inc({ outcome }, 0);
   sink = {
     relayed: (kind, count) => relayed.inc({ kind }, count),
+    poll: () => polls.inc(),
+    workerCall: (call) => workerCalls.inc({ call }),
     relaySeconds: (seconds) => relaySeconds.observe(seconds),
     error: (kind) => errors.inc({ class: kind }),
     send: (outcome) => sends.inc({ outcome }),

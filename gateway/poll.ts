@@ -10,6 +10,8 @@
 import type { FolderCursor, FolderInfo } from '../common/relay.ts';
 import { isSelectable, type ServerFeatures } from './imap.ts';
 import type { Logger } from './log.ts';
+import { countPoll } from './metrics.ts';
+import type { Pacer } from './pacer.ts';
 
 /** The folder list last read, and which folders' numbers moved since (whoever read it). */
 export class FolderListing {
@@ -89,6 +91,8 @@ export interface PollDeps {
   wake(path: string): Promise<void>;
   fail(err: unknown): void;
   log: Logger;
+  /** The gateway's pacing of background work (gateway/pacer.ts). */
+  pacer: Pacer;
 }
 
 /**
@@ -107,40 +111,53 @@ export class Poller {
   /** An early poll asked for while one was running: the next one is due no later than this. */
   #wantedAt = Number.POSITIVE_INFINITY;
   #stopped = false;
+  #leavePacer: (() => void) | null = null;
 
   constructor(intervalMs: number, deps: PollDeps) {
     this.#intervalMs = intervalMs;
     this.#deps = deps;
   }
 
-  /** Polls every interval from now on (an earlier poll already asked for stays). */
+  /**
+   * Polls every interval from now on (an earlier poll already asked for stays). These polls take
+   * their turn in the gateway's pacer: spread over the interval, and behind new mail on its way.
+   */
   start(): void {
-    this.#schedule(Date.now() + this.#intervalMs);
+    this.#leavePacer ??= this.#deps.pacer.join();
+    this.#schedule(Date.now() + this.#intervalMs, true);
   }
 
-  /** Polls within `delayMs` (sooner than the interval); never two polls at once. */
+  /** Polls within `delayMs` (sooner than the interval, not paced: a pass waits for it); never two polls at once. */
   soon(delayMs: number): void {
     const at = Date.now() + delayMs;
     if (this.#polling) this.#wantedAt = Math.min(this.#wantedAt, at);
-    else this.#schedule(at);
+    else this.#schedule(at, false);
   }
 
   stop(): void {
     this.#stopped = true;
     clearTimeout(this.#timer);
+    this.#leavePacer?.();
   }
 
   /** Sets the next poll for `at`, unless one is due earlier. */
-  #schedule(at: number): void {
+  #schedule(at: number, paced: boolean): void {
     if (this.#stopped || this.#dueAt <= at) return;
     clearTimeout(this.#timer);
     this.#dueAt = at;
-    this.#timer = setTimeout(() => this.#run(), Math.max(0, at - Date.now()));
+    this.#timer = setTimeout(() => this.#due(paced), Math.max(0, at - Date.now()));
+  }
+
+  #due(paced: boolean): void {
+    this.#dueAt = Number.POSITIVE_INFINITY;
+    // Polling from here on: an early poll asked for while this one waits for its turn comes after it.
+    this.#polling = true;
+    if (paced) void this.#deps.pacer.turn().then(() => this.#run());
+    else this.#run();
   }
 
   #run(): void {
-    this.#dueAt = Number.POSITIVE_INFINITY;
-    this.#polling = true;
+    if (this.#stopped) return;
     this.#poll().then(
       () => {
         this.#polling = false;
@@ -149,7 +166,8 @@ export class Poller {
         const next = this.#deps.listing.removalUnconfirmed
           ? Math.min(CONFIRM_REMOVAL_MS, this.#intervalMs)
           : this.#intervalMs;
-        this.#schedule(Math.min(Date.now() + next, wanted));
+        const at = Date.now() + next;
+        this.#schedule(Math.min(at, wanted), next === this.#intervalMs && wanted >= at);
       },
       (err: unknown) => this.#deps.fail(err),
     );
@@ -157,6 +175,7 @@ export class Poller {
 
   async #poll(): Promise<void> {
     const deps = this.#deps;
+    countPoll();
     const folders = await deps.refresh();
     // Without CONDSTORE nothing in STATUS shows a flag change: every folder's flags are re-read, the
     // IDLE ones too (a server need not tell an IDLE session of another session's flag change: Courier does not).

@@ -30,7 +30,7 @@ import type { AccountDeps, PendingInitialSync } from './account-deps.ts';
 import type { Evidence } from './evidence.ts';
 import { pullInitialSync } from './initial-sync.ts';
 import { alsoWake, chooseWatched } from './watchers.ts';
-import { Aborted } from './worker-client.ts';
+import { Aborted, newChangeStream } from './worker-client.ts';
 
 /** Re-issue IDLE this often (servers may drop an IDLE older than 30 minutes, RFC 2177). */
 const IDLE_RESTART_MS = 20 * 60_000;
@@ -66,6 +66,8 @@ export class Session implements PassHost {
   #poller: Poller;
   /** Calls to the Worker on their way (see `settled`). */
   #inFlight = new Set<Promise<unknown>>();
+  /** This session's batches: a batch of it arriving after a later session's is refused by the Worker. */
+  #stream = newChangeStream();
 
   constructor(
     accountId: string,
@@ -100,6 +102,7 @@ export class Session implements PassHost {
       wake: (path) => this.wake(path),
       fail: (err) => this.fail(err),
       log,
+      pacer: deps.pacer,
     });
     this.#failed.promise.catch(() => undefined);
   }
@@ -250,10 +253,13 @@ export class Session implements PassHost {
     const command = this.#command;
     if (!plan) return;
     const send = async (changes: Change[]) =>
-      void (await this.#call(() => this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal })));
+      void (await this.#call(() =>
+        this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal, stream: this.#stream }),
+      ));
     pullInitialSync(plan, {
       turn: (work) => command.turn(work),
       stage: this.stage,
+      maxMessageBytes: this.maxMessageBytes,
       gmail: this.#features.gmail,
       listing: this.#listing.folders,
       send,
@@ -269,10 +275,10 @@ export class Session implements PassHost {
   }
 
   async #connect(extra: Partial<ImapFlowOptions>): Promise<ImapFlow> {
-    const { connectTimeoutMs, qresync, condstore } = this.#deps.settings;
+    const { connectTimeoutMs, qresync, condstore, maxMessageBytes } = this.#deps.settings;
     const options = imapOptions(
       this.#config.imap,
-      { timeoutMs: connectTimeoutMs, qresync, condstore },
+      { timeoutMs: connectTimeoutMs, qresync, condstore, maxMessageBytes },
       { socketTimeout: SOCKET_TIMEOUT_MS, ...extra },
     );
     const client = await openImap(options);
@@ -285,7 +291,8 @@ export class Session implements PassHost {
       this.fail(Object.assign(new Error('IMAP connection closed'), { code: 'EConnectionClosed' })),
     );
     client.on('error', (err: Error) => this.fail(err));
-    client.on('exists', (ev) => void this.wake(ev.path));
+    // New mail: background work (polls, heartbeats) waits until the Worker has it (gateway/pacer.ts).
+    client.on('exists', (ev) => void this.#deps.pacer.urgent(this.wake(ev.path)));
     client.on('flags', (ev) => void this.wake(ev.path));
     client.on('expunge', (ev) => {
       this.changes.heardExpunge(ev, Number(client.mailbox ? client.mailbox.uidValidity : 0));
@@ -331,6 +338,10 @@ export class Session implements PassHost {
     return this.#deps.settings.moveSettleMs;
   }
 
+  get maxMessageBytes(): number {
+    return this.#deps.settings.maxMessageBytes;
+  }
+
   pollSoon(delayMs: number): void {
     this.#poller.soon(delayMs);
   }
@@ -338,7 +349,7 @@ export class Session implements PassHost {
   async send(changes: Change[]): Promise<void> {
     if (!changes.length) return;
     const response = await this.#call(() =>
-      this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal }),
+      this.#deps.worker.changes(this.#accountId, changes, { signal: this.#signal, stream: this.#stream }),
     );
     this.evidence.take(response.orphans);
     const touched = new Set(

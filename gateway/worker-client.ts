@@ -19,7 +19,7 @@ import type {
   StatusRequest,
   WorkerToGateway,
 } from '../common/relay.ts';
-import { GATEWAY_ID_IN_USE_TYPE, LEASE_LOST_TYPE } from '../common/relay-limits.ts';
+import { GATEWAY_ID_IN_USE_TYPE, LEASE_LOST_TYPE, STAGE_PART_BYTES } from '../common/relay-limits.ts';
 import { relayCheck } from './relay-checks.ts';
 import { randomUUID } from 'node:crypto';
 import { DEAD_AFTER_MS, PING, PING_INTERVAL_MS, PONG } from '../common/heartbeat.ts';
@@ -27,7 +27,7 @@ import { GATEWAY_SIGNATURE_HEADER, signRequest } from '../common/signing.ts';
 import { backoffDelay, sleep } from './async.ts';
 import { GatewayError, WorkerFailure } from './errors.ts';
 import { errorFields, type Logger } from './log.ts';
-import { countRelayed } from './metrics.ts';
+import { countRelayed, countWorkerCall } from './metrics.ts';
 import { GATEWAY_VERSION } from './version.ts';
 
 const REQUEST_TIMEOUT_MS = 60_000;
@@ -40,6 +40,8 @@ const checkHeartbeatResponse = relayCheck('HeartbeatResponse');
 const checkLeaseResponse = relayCheck('LeaseResponse');
 const checkChangesResponse = relayCheck('ChangesResponse');
 const checkOutgoingMessage = relayCheck('OutgoingMessage');
+const checkStagedUpload = relayCheck('StagedUpload');
+const checkStagedPart = relayCheck('StagedPart');
 const checkWorkerToGateway = relayCheck('WorkerToGateway');
 
 /** A non-retryable answer (4xx) from the Worker. */
@@ -71,6 +73,22 @@ export interface PostOptions {
   attempts?: number;
 }
 
+/** A session's stream of change batches for its account (`ChangesSequence`). */
+export interface ChangeStream {
+  id: string;
+  next: number;
+  /** The session's epoch: above every earlier session's of this process (and, by the clock, of the one before it). */
+  session: number;
+}
+
+let lastSession = 0;
+
+/** The stream of a new session: its epoch grows with every session (ms of the clock, or one more). */
+export function newChangeStream(): ChangeStream {
+  lastSession = Math.max(Date.now(), lastSession + 1);
+  return { id: randomUUID(), next: 0, session: lastSession };
+}
+
 export class WorkerClient {
   readonly gatewayId: string;
   /** This process, among any that use the same gateway id (only one may at a time). */
@@ -78,8 +96,8 @@ export class WorkerClient {
   #base: URL;
   #secret: string;
   #log: Logger;
-  /** Each account's stream of change batches (see `changes`). */
-  #streams = new Map<string, { id: string; next: number }>();
+  /** Each account's stream of change batches, for calls without a session's own (see `changes`). */
+  #streams = new Map<string, ChangeStream>();
   /** Control requests by id: running, or answered (kept REMEMBER_ANSWERS_MS). */
   #requests = new Map<string, { reply: Promise<GatewayToWorker>; finishedAt: number | null }>();
 
@@ -118,11 +136,11 @@ export class WorkerClient {
    * stream, so the next one starts a new stream. Its cost is logged at debug level (`relay
    * changes`: what `npm run bench sync` sums).
    */
-  async changes(accountId: string, changes: Change[], opts?: PostOptions) {
+  async changes(accountId: string, changes: Change[], opts?: PostOptions & { stream?: ChangeStream }) {
     const start = performance.now();
-    const stream = this.#streams.get(accountId) ?? { id: randomUUID(), next: 0 };
-    this.#streams.set(accountId, stream);
-    const sequence = { stream: stream.id, n: stream.next++ };
+    const stream = opts?.stream ?? this.#streams.get(accountId) ?? newChangeStream();
+    if (!opts?.stream) this.#streams.set(accountId, stream);
+    const sequence = { stream: stream.id, n: stream.next++, session: stream.session };
     const body = JSON.stringify({ gateway_id: this.gatewayId, changes, sequence } satisfies ChangesRequest);
     const encoded = performance.now();
     let response: ChangesResponse;
@@ -137,6 +155,8 @@ export class WorkerClient {
       );
     } catch (err) {
       if (this.#streams.get(accountId) === stream) this.#streams.delete(accountId);
+      // The session's next batch starts a new stream (same session).
+      if (opts?.stream === stream) Object.assign(stream, { id: randomUUID(), next: 0 });
       throw err;
     }
     const messages = changes.reduce((n, c) => n + (c.type === 'messages' ? c.messages.length : 0), 0);
@@ -183,7 +203,27 @@ export class WorkerClient {
    */
   async stageSource(accountId: string, sha256: string, source: Uint8Array, opts?: PostOptions): Promise<void> {
     const path = `${accountPath(accountId)}/sources/${sha256}`;
-    await this.#send('PUT', path, source, 'message/rfc822', null, opts);
+    if (source.byteLength <= STAGE_PART_BYTES) {
+      await this.#send('PUT', path, source, 'message/rfc822', null, opts);
+      return;
+    }
+    // A very large source goes in parts (an R2 multipart upload), none larger than a part.
+    const { upload_id } = await this.#post(`${path}/uploads`, {}, checkStagedUpload, opts);
+    const upload = `${path}/uploads/${encodeURIComponent(upload_id)}`;
+    const parts: { part: number; etag: string }[] = [];
+    for (let offset = 0, part = 1; offset < source.byteLength; offset += STAGE_PART_BYTES, part++) {
+      const bytes = source.subarray(offset, offset + STAGE_PART_BYTES);
+      const { etag } = await this.#send(
+        'PUT',
+        `${upload}/${part}`,
+        bytes,
+        'application/octet-stream',
+        checkStagedPart,
+        opts,
+      );
+      parts.push({ part, etag });
+    }
+    await this.#post(`${upload}/complete`, { parts }, null, opts);
   }
 
   #post<T>(path: string, payload: unknown, check: ((value: unknown) => T) | null, opts: PostOptions = {}) {
@@ -202,6 +242,7 @@ export class WorkerClient {
     const url = new URL(path, this.#base);
     for (let attempt = 0; ; attempt++) {
       if (opts.signal?.aborted) throw new Aborted(`aborted: ${path}`);
+      countWorkerCall(callName(path));
       let failure: string;
       try {
         const signature = await signRequest(this.#secret, { method, path: url.pathname + url.search, body });
@@ -387,6 +428,12 @@ function parseChecked<T>(
   } catch (err) {
     return { ok: false, problem: err instanceof Error ? err.message : String(err) };
   }
+}
+
+/** The call a relay path names: `/internal/gateway/heartbeat` → heartbeat, `…/accounts/<id>/changes` → changes. */
+function callName(path: string): string {
+  const parts = path.split('/');
+  return (parts[3] === 'accounts' ? parts[5] : parts[3]) ?? 'other';
 }
 
 function accountPath(accountId: string): string {

@@ -14,13 +14,23 @@ import {
   HeartbeatResponse,
   LeaseResponse,
   OutgoingMessage,
+  StagedPart,
+  StagedUpload,
   WorkerToGateway,
 } from '../common/relay.ts';
 
 export const RELAY_SCHEMAS_FILE = join(dirname(fileURLToPath(import.meta.url)), '..', 'gateway', 'relay-schemas.json');
 
 /** What the Worker sends the gateway: the answers to its calls, and the control socket's requests. */
-const RECEIVED_BY_GATEWAY = { HeartbeatResponse, LeaseResponse, ChangesResponse, OutgoingMessage, WorkerToGateway };
+const RECEIVED_BY_GATEWAY = {
+  HeartbeatResponse,
+  LeaseResponse,
+  ChangesResponse,
+  OutgoingMessage,
+  StagedUpload,
+  StagedPart,
+  WorkerToGateway,
+};
 
 export function relaySchemasJson(): string {
   const schemas: Record<string, unknown> = {};

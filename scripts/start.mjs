@@ -71,6 +71,7 @@ for (const name of [
   'SEND_QUEUE_LIMIT',
   'IDEMPOTENCY_ABANDONED_SECONDS',
   'GATEWAY_LEASE_TTL_SECONDS',
+  'D1_METER',
 ]) {
   if (process.env[name]) vars[name] = process.env[name];
 }

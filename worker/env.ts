@@ -46,6 +46,8 @@ export interface Env {
   IDEMPOTENCY_ABANDONED_SECONDS?: string;
   /** Seconds a gateway's lease on an account lasts without a heartbeat (5–3600, default 60). */
   GATEWAY_LEASE_TTL_SECONDS?: string;
+  /** "true": count D1 statements, rows written and invocations, and log the totals (benchmarks only: worker/lib/d1-meter.ts). */
+  D1_METER?: string;
   /** Public origin of the Worker for tracking links (e.g. https://mail.example.com); default: the request's origin. */
   PUBLIC_URL?: string;
 }

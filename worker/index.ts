@@ -2,6 +2,7 @@
 import { resealStale } from './accounts/reseal.ts';
 import { resumeStalledPurges } from './accounts/remove.ts';
 import { createApp } from './app.ts';
+import { meteredEnv, meterInvocation, routeKind } from './lib/d1-meter.ts';
 import type { Env, WebhookQueueMessage } from './env.ts';
 import { handleWebhookBatch } from './webhooks/consumer.ts';
 import { runSweep } from './webhooks/sweep.ts';
@@ -12,9 +13,17 @@ export { GatewayObject } from './durable/gateway-object.ts';
 const app = createApp();
 
 export default {
-  fetch: app.fetch,
-  queue: (batch, env) => handleWebhookBatch(batch, env),
-  scheduled: async (_controller, env) => {
+  fetch: (request, env, ctx) => {
+    meterInvocation(env, routeKind(request));
+    return app.fetch(request, meteredEnv(env), ctx);
+  },
+  queue: (batch, env) => {
+    meterInvocation(env, 'queue');
+    return handleWebhookBatch(batch, meteredEnv(env));
+  },
+  scheduled: async (_controller, rawEnv) => {
+    meterInvocation(rawEnv, 'scheduled');
+    const env = meteredEnv(rawEnv);
     await runSweep(env);
     await resumeStalledPurges(env);
     await resealStale(env);

@@ -10,6 +10,7 @@ const BENCHES: Record<string, () => Promise<{ run: () => Promise<void> }>> = {
   webhooks: () => import('./webhooks.bench.ts'),
   memory: () => import('./memory.bench.ts'),
   bundle: () => import('./bundle.bench.ts'),
+  'big-folder': () => import('./big-folder.bench.ts'),
   capacity: () => import('./capacity.bench.ts'),
   ingest: () => import('./ingest.bench.ts'),
 };

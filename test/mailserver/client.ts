@@ -234,6 +234,29 @@ export async function openImap(
   return client;
 }
 
+/** UIDs in a folder whose Subject contains `subject`, after a NOOP (so the view is current). */
+export async function uidsWithSubject(client: ImapFlow, folder: string, subject: string): Promise<number[]> {
+  const lock = await client.getMailboxLock(folder);
+  try {
+    await client.noop();
+    return ((await client.search({ header: { subject } }, { uid: true })) || []) as number[];
+  } finally {
+    lock.release();
+  }
+}
+
+/** A message's flags as the server has them now (empty when it is gone). */
+export async function flagsOf(client: ImapFlow, folder: string, uid: number): Promise<Set<string>> {
+  const lock = await client.getMailboxLock(folder);
+  try {
+    await client.noop();
+    const message = await client.fetchOne(String(uid), { flags: true }, { uid: true });
+    return message ? (message.flags ?? new Set()) : new Set();
+  } finally {
+    lock.release();
+  }
+}
+
 /**
  * A nodemailer transport that submits mail AS a user (AUTH) through the
  * submission port (STARTTLS) or, with implicitTls, the SMTPS port.

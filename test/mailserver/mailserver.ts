@@ -85,7 +85,7 @@ export interface StartOptions {
   withoutCapabilities?: string[];
   /**
    * For many connections at once (benchmarks): IMAP connections the server accepts in all (default
-   * 1,000, one process each). Above the default, each IMAP process serves up to 50 connections
+   * 1,000, one process each). Above the default, each IMAP process serves up to 10 connections
    * (Dovecot's client_limit), so a thousand accounts do not cost thousands of processes.
    */
   maxImapConnections?: number;
@@ -366,7 +366,9 @@ function dovecotConf(c: {
   maxImap?: number;
 }): string {
   const many = (c.maxImap ?? 0) > 1000;
-  const perProcess = 50;
+  // Few clients per imap process: one process serves its clients one command at a time, so an
+  // account's IDLE notification would wait behind its neighbours' polls (Dovecot's default is 1).
+  const perProcess = 10;
   const imapService = many
     ? `service imap {\n  process_limit = ${Math.ceil(c.maxImap! / perProcess) + 16}\n  client_limit = ${perProcess}\n  service_count = 0\n}`
     : 'service imap {\n  process_limit = 1024\n}';

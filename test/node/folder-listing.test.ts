@@ -3,6 +3,8 @@
 // always followed by one more, even when nothing changed.
 import { describe, expect, it } from 'vitest';
 import type { FolderInfo } from '../../common/relay.ts';
+import type { ListResponse } from 'imapflow';
+import { toFolderInfo } from '../../gateway/imap.ts';
 import { FolderListing } from '../../gateway/poll.ts';
 
 const folder = (path: string): FolderInfo => ({
@@ -33,5 +35,22 @@ describe('the folder listing', () => {
     expect(listing.removed).toEqual(['Old']);
     expect(listing.update([folder('INBOX')])).toBe(true);
     expect(listing.update([folder('INBOX')])).toBe(false);
+  });
+
+  it('does not send a listing that differs only by \\Marked or \\Unmarked (they come and go with new mail)', () => {
+    const entry = (path: string, flags: string[]) =>
+      toFolderInfo({
+        path,
+        delimiter: '/',
+        flags: new Set(['\\HasNoChildren', ...flags]),
+        status: { path, messages: 0, uidNext: 1, uidValidity: 7n, highestModseq: 1n },
+      } as unknown as ListResponse);
+    const listing = new FolderListing();
+    listing.start([entry('INBOX', []), entry('Sent', [])]);
+    listing.update([entry('INBOX', []), entry('Sent', [])]);
+    expect(listing.update([entry('INBOX', ['\\Marked']), entry('Sent', ['\\UnMarked'])])).toBe(false);
+    expect(entry('Sent', ['\\UnMarked']).flags).toEqual(['\\HasNoChildren']);
+    // A real change still goes.
+    expect(listing.update([entry('INBOX', []), entry('Sent', ['\\Noselect'])])).toBe(true);
   });
 });

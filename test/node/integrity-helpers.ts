@@ -29,11 +29,19 @@ export interface Suite {
 
 /**
  * Registers the file's hooks: a private Dovecot + Postfix, `npm start` and one gateway, all stopped
- * afterwards. `defaults`: the gateway runs with the shipped settings (no fast poll).
+ * afterwards. `defaults`: the gateway runs with the shipped settings (no fast poll); `env`: more of its
+ * environment; `mail`: how Dovecot runs (without some extensions).
  */
-export function endToEndSuite(gatewayId: string, { defaults = false }: { defaults?: boolean } = {}): Suite {
+export function endToEndSuite(
+  gatewayId: string,
+  {
+    defaults = false,
+    env = {},
+    mail = {},
+  }: { defaults?: boolean; env?: Record<string, string>; mail?: Parameters<typeof startEndToEnd>[2] } = {},
+): Suite {
   const clients: ImapFlow[] = [];
-  const fast: Record<string, string> = defaults ? {} : { GATEWAY_POLL_INTERVAL_MS: '1000' };
+  const fast: Record<string, string> = { ...(defaults ? {} : { GATEWAY_POLL_INTERVAL_MS: '1000' }), ...env };
   const suite = {
     gatewayEnv: () => ({ NODE_EXTRA_CA_CERTS: suite.mail.caFile, ...fast }),
     async imap(user: string) {
@@ -43,7 +51,7 @@ export function endToEndSuite(gatewayId: string, { defaults = false }: { default
     },
   } as unknown as Suite;
   beforeAll(async () => {
-    Object.assign(suite, await startEndToEnd(gatewayId, fast));
+    Object.assign(suite, await startEndToEnd(gatewayId, fast, mail));
   }, 120_000);
   afterEach((ctx) => dumpLogsOnFailure(ctx, suite.service));
   afterAll(async () => {

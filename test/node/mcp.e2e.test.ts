@@ -5,7 +5,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { ImapFlow } from 'imapflow';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openImap } from '../mailserver/client.ts';
+import { uidsWithSubject, flagsOf, openImap } from '../mailserver/client.ts';
 import type { MailServer } from '../mailserver/mailserver.ts';
 import { connectMailbox } from './connect.ts';
 import { dumpLogsOnFailure, eventually, startEndToEnd, stopEndToEnd, type Service } from './service.ts';
@@ -32,28 +32,6 @@ async function call(name: string, args: Record<string, unknown>): Promise<any> {
   const result = await agent.callTool({ name, arguments: args });
   if (result.isError) throw new Error(`${name}: ${JSON.stringify(result.content)}`);
   return result.structuredContent;
-}
-
-/** UIDs in a folder whose Subject contains `subject`, after a NOOP (a current view). */
-async function uidsOf(client: ImapFlow, folder: string, subject: string): Promise<number[]> {
-  const lock = await client.getMailboxLock(folder);
-  try {
-    await client.noop();
-    return ((await client.search({ header: { subject } }, { uid: true })) || []) as number[];
-  } finally {
-    lock.release();
-  }
-}
-
-async function flagsOf(client: ImapFlow, folder: string, uid: number): Promise<Set<string>> {
-  const lock = await client.getMailboxLock(folder);
-  try {
-    await client.noop();
-    const message = await client.fetchOne(String(uid), { flags: true }, { uid: true });
-    return message ? (message.flags ?? new Set()) : new Set();
-  } finally {
-    lock.release();
-  }
 }
 
 beforeAll(async () => {
@@ -126,7 +104,7 @@ describe('an MCP client against npm start', () => {
   });
 
   it('marks it read on the server with update_email', async () => {
-    const [uid] = await uidsOf(aliceImap, 'INBOX', subject);
+    const [uid] = await uidsWithSubject(aliceImap, 'INBOX', subject);
     expect((await flagsOf(aliceImap, 'INBOX', uid!)).has('\\Seen')).toBe(false);
     const updated = await call('update_email', { email_id: emailId, unread: false });
     expect(updated).toMatchObject({ id: emailId, unread: false });
@@ -145,7 +123,7 @@ describe('an MCP client against npm start', () => {
     expect(sent).toMatchObject({ object: 'EmailSent', account_id: alice.id });
     const uids = await eventually(
       async () => {
-        const found = await uidsOf(bobImap, 'INBOX', sentSubject);
+        const found = await uidsWithSubject(bobImap, 'INBOX', sentSubject);
         return found.length ? found : null;
       },
       { what: "the agent's email in bob's INBOX" },

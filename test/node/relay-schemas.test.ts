@@ -13,6 +13,8 @@ import {
   HeartbeatResponse,
   LeaseResponse,
   OutgoingMessage,
+  StagedPart,
+  StagedUpload,
   WorkerToGateway,
 } from '../../common/relay.ts';
 import { compileSchema } from '../../gateway/json-schema.ts';
@@ -47,6 +49,8 @@ const SAMPLES: { [K in RelayCheckedName]: { zod: z.ZodType; valid: unknown[] } }
     zod: OutgoingMessage,
     valid: [] as unknown[],
   },
+  StagedUpload: { zod: StagedUpload, valid: [{ upload_id: 'up-1' }] },
+  StagedPart: { zod: StagedPart, valid: [{ etag: '"abc"' }] },
   WorkerToGateway: {
     zod: WorkerToGateway,
     valid: [

@@ -4,7 +4,7 @@
 // no gateway runs goes out once a gateway is back; bad send_at values store nothing.
 import type { ImapFlow } from 'imapflow';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openImap } from '../mailserver/client.ts';
+import { uidsWithSubject, openImap } from '../mailserver/client.ts';
 import { startMailServer, type MailServer } from '../mailserver/mailserver.ts';
 import { connectMailbox } from './connect.ts';
 import { dumpLogsOnFailure, eventually, startService, type GatewayProcess, type Service } from './service.ts';
@@ -17,19 +17,12 @@ let gateway: GatewayProcess | null;
 let alice: { id: string; email: string };
 let bobImap: ImapFlow;
 
+/** How many messages with this subject bob's INBOX holds. */
+const inBob = async (subject: string) => (await uidsWithSubject(bobImap, 'INBOX', subject)).length;
+
 const startGateway = () => service.startGateway(GATEWAY, { NODE_EXTRA_CA_CERTS: mail.caFile });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const inSeconds = (s: number) => new Date(Date.now() + s * 1000).toISOString();
-
-async function inBob(subject: string): Promise<number> {
-  const lock = await bobImap.getMailboxLock('INBOX');
-  try {
-    await bobImap.noop();
-    return ((await bobImap.search({ header: { subject } }, { uid: true })) || []).length;
-  } finally {
-    lock.release();
-  }
-}
 
 async function schedule(subject: string, sendAt: string, key?: string) {
   const res = await service.fetch(`${service.base}/api/v1/emails`, {

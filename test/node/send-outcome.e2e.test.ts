@@ -2,99 +2,67 @@
 // account's SMTP goes through a proxy that holds the server's replies once the message body has
 // gone through, so the gateway finishes the SMTP transaction after the Worker stopped waiting
 // (SEND_TIMEOUT_SECONDS=3). The client then retries with the same Idempotency-Key.
-import type { ImapFlow } from 'imapflow';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openImap } from '../mailserver/client.ts';
-import { startMailServer, type MailServer } from '../mailserver/mailserver.ts';
-import { connectMailbox } from './connect.ts';
-import { dumpLogsOnFailure, eventually, startService, type Service } from './service.ts';
-import { slowProxy, type SlowProxy } from './smtp-proxy.ts';
+import { dumpLogsOnFailure, eventually } from './service.ts';
+import { startSendRig, type SendRig } from './send-rig.ts';
 
-let mail: MailServer;
-let service: Service;
-let proxy: SlowProxy;
-let alice: { id: string; email: string };
-let bobImap: ImapFlow;
-
-async function inBob(subject: string): Promise<number> {
-  const lock = await bobImap.getMailboxLock('INBOX');
-  try {
-    await bobImap.noop();
-    return ((await bobImap.search({ header: { subject } }, { uid: true })) || []).length;
-  } finally {
-    lock.release();
-  }
-}
-
-async function send(body: unknown, key: string) {
-  const res = await fetch(`${service.base}/api/v1/emails`, {
-    method: 'POST',
-    headers: { 'X-API-KEY': service.adminKey, 'Content-Type': 'application/json', 'Idempotency-Key': key },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as any, replayed: res.headers.get('Idempotent-Replayed') };
-}
+let rig: SendRig;
 
 beforeAll(async () => {
-  mail = await startMailServer();
-  service = await startService({ workerEnv: { SEND_TIMEOUT_SECONDS: '3' } });
-  service.startGateway('gw-outcome', { NODE_EXTRA_CA_CERTS: mail.caFile });
-  // The body of the test message is ~400 KB; logins and envelopes are far below the threshold.
-  proxy = await slowProxy(mail.smtpsPort, 200_000, 9_000);
-  alice = await connectMailbox(service, mail, 'alice', { smtp_port: proxy.port, smtp_encryption: 'SSL' });
-  bobImap = await openImap(mail, 'bob');
+  rig = await startSendRig({
+    gatewayId: 'gw-outcome',
+    workerEnv: { SEND_TIMEOUT_SECONDS: '3' },
+    // The body of the test message is ~400 KB; logins and envelopes are far below the threshold.
+    threshold: 200_000,
+    holdMs: 9_000,
+  });
 }, 180_000);
 
-afterAll(async () => {
-  await bobImap?.logout().catch(() => undefined);
-  proxy?.close();
-  await service?.stop();
-  await mail?.stop();
-});
+afterAll(() => rig?.stop());
 
-afterEach((ctx) => dumpLogsOnFailure(ctx, service));
+afterEach((ctx) => dumpLogsOnFailure(ctx, rig?.service));
 
 describe('a send whose outcome is unknown', () => {
   it('is sent once: the retry with the same key waits, then gets the first result; the Sent copy is origin api', async () => {
     const subject = `outcome-${Date.now()}`;
     const body = {
-      account_id: alice.id,
+      account_id: rig.alice.id,
       to: [{ identifier: 'bob@example.test' }],
       subject,
       body: `<p>${'slow line of text '.repeat(24_000)}</p>`,
     };
-    const first = await send(body, 'key-slow-1');
+    const first = await rig.send(body, 'key-slow-1');
     expect(first.status).toBe(502);
     expect(first.body.type).toBe('errors/provider_error');
     expect(first.body.detail).toMatch(/may still go out: do not send it again/);
-    expect(proxy.held).toBe(1);
+    expect(rig.proxy.held).toBe(1);
 
     // While the gateway is still in the SMTP transaction: nothing is sent again.
-    const early = await send(body, 'key-slow-1');
+    const early = await rig.send(body, 'key-slow-1');
     expect(early.status).toBe(409);
     expect(early.body.type).toBe('errors/already_exists');
 
     // The gateway finishes; bob gets the message once and the key answers with the first result.
-    await eventually(async () => ((await inBob(subject)) === 1 ? true : null), {
+    await eventually(async () => ((await rig.inBob(subject)) === 1 ? true : null), {
       what: 'the message in bob INBOX',
       timeoutMs: 60_000,
     });
     const settled = await eventually(
       async () => {
-        const r = await send(body, 'key-slow-1');
+        const r = await rig.send(body, 'key-slow-1');
         return r.status === 200 ? r : null;
       },
       { what: 'the retry answering with the first result', timeoutMs: 60_000, intervalMs: 500 },
     );
     expect(settled.replayed).toBe('true');
-    expect(settled.body).toMatchObject({ object: 'EmailSent', account_id: alice.id });
+    expect(settled.body).toMatchObject({ object: 'EmailSent', account_id: rig.alice.id });
     const messageId: string = settled.body.message_id;
     expect(messageId).toMatch(/^<.+@.+>$/);
 
     // The copy in Sent is recognised as this API's send.
     const sentCopy = await eventually(
       async () => {
-        const res = await service.api('GET', `/emails?account_id=${alice.id}&folder=SENT&limit=50`);
+        const res = await rig.service.api('GET', `/emails?account_id=${rig.alice.id}&folder=SENT&limit=50`);
         return (res.body as { data: { message_id: string; origin: string }[] }).data.find(
           (e) => e.message_id === messageId,
         );
@@ -104,24 +72,24 @@ describe('a send whose outcome is unknown', () => {
     expect(sentCopy.origin).toBe('api');
 
     // Another repeat, and a little time: still one message at bob, and one SMTP transaction held.
-    expect((await send(body, 'key-slow-1')).status).toBe(200);
+    expect((await rig.send(body, 'key-slow-1')).status).toBe(200);
     await new Promise((r) => setTimeout(r, 2_000));
-    expect(await inBob(subject)).toBe(1);
-    expect(proxy.held).toBe(1);
+    expect(await rig.inBob(subject)).toBe(1);
+    expect(rig.proxy.held).toBe(1);
   }, 180_000);
 
   it('refuses the same key with another body: 422', async () => {
     const body = {
-      account_id: alice.id,
+      account_id: rig.alice.id,
       to: [{ identifier: 'bob@example.test' }],
       subject: 'small',
       body: '<p>hi</p>',
     };
-    const first = await send(body, 'key-reused');
+    const first = await rig.send(body, 'key-reused');
     // With SEND_TIMEOUT_SECONDS=3 the send may outlast its wait (a new TLS session through the proxy):
     // 200, or 502 with an unknown outcome; either way the key is taken by this body.
     expect([200, 502]).toContain(first.status);
-    const other = await send({ ...body, subject: 'another subject' }, 'key-reused');
+    const other = await rig.send({ ...body, subject: 'another subject' }, 'key-reused');
     expect(other.status).toBe(422);
     expect(other.body.type).toBe('errors/idempotency_key_reused');
     expect(other.body.detail).toMatch(/another body/);

@@ -3,7 +3,7 @@
 import type { ImapFlow } from 'imapflow';
 import type { Schemas } from '../../client/index.ts';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openImap } from '../mailserver/client.ts';
+import { uidsWithSubject, flagsOf, openImap } from '../mailserver/client.ts';
 import type { MailServer } from '../mailserver/mailserver.ts';
 import { connectMailbox } from './connect.ts';
 import {
@@ -46,22 +46,11 @@ async function sendJson(body: Schemas['SendEmailRequest'], headers: Record<strin
   return { status: response.status, body: (data ?? error) as any };
 }
 
-/** UIDs in a folder of a mailbox whose Subject contains `subject` (after a NOOP, so the view is current). */
-async function find(client: ImapFlow, folder: string, subject: string): Promise<number[]> {
-  const lock = await client.getMailboxLock(folder);
-  try {
-    await client.noop();
-    return ((await client.search({ header: { subject } }, { uid: true })) || []) as number[];
-  } finally {
-    lock.release();
-  }
-}
-
 /** Waits until exactly one message with this subject is in the folder; its UID. */
 async function arrived(client: ImapFlow, folder: string, subject: string): Promise<number[]> {
   return eventually(
     async () => {
-      const uids = await find(client, folder, subject);
+      const uids = await uidsWithSubject(client, folder, subject);
       return uids.length === 1 ? uids : null;
     },
     { what: `"${subject}" in ${folder}` },
@@ -73,17 +62,6 @@ async function source(client: ImapFlow, folder: string, uid: number): Promise<st
   try {
     const msg = await client.fetchOne(String(uid), { source: true }, { uid: true });
     return msg ? msg.source!.toString('latin1') : '';
-  } finally {
-    lock.release();
-  }
-}
-
-async function flagsOf(client: ImapFlow, folder: string, uid: number): Promise<Set<string>> {
-  const lock = await client.getMailboxLock(folder);
-  try {
-    await client.noop();
-    const msg = await client.fetchOne(String(uid), { flags: true }, { uid: true });
-    return msg ? (msg.flags ?? new Set()) : new Set();
   } finally {
     lock.release();
   }
@@ -159,7 +137,7 @@ describe('sending', () => {
     expect(raw).toMatch(/Content-Type: text\/html/i);
     const b64 = /filename="?report\.pdf"?[\s\S]*?\r?\n\r?\n([A-Za-z0-9+/=\r\n]+)/.exec(raw)![1]!;
     expect(Buffer.from(b64.replace(/\s+/g, ''), 'base64').equals(pdf)).toBe(true);
-    expect(await find(await openImap(mail.info(), 'carol'), 'INBOX', 'json send 1')).toHaveLength(1);
+    expect(await uidsWithSubject(await openImap(mail.info(), 'carol'), 'INBOX', 'json send 1')).toHaveLength(1);
 
     // The Sent copy holds the same bytes; its sync says origin api.
     const [sentUid] = await arrived(aliceImap, 'Sent', 'json send 1');
@@ -243,8 +221,8 @@ describe('sending', () => {
 
     await emailBySubject('idem 1');
     await emailBySubject('idem 2');
-    expect(await find(bobImap, 'INBOX', 'idem 1')).toHaveLength(1);
-    expect(await find(bobImap, 'INBOX', 'idem 2')).toHaveLength(1);
+    expect(await uidsWithSubject(bobImap, 'INBOX', 'idem 1')).toHaveLength(1);
+    expect(await uidsWithSubject(bobImap, 'INBOX', 'idem 2')).toHaveLength(1);
   });
 
   it('refuses bad requests with the right error and sends nothing', async () => {
@@ -271,11 +249,11 @@ describe('sending', () => {
     expect(huge.body.type).toBe('errors/payload_too_large');
     // A later send arrives, the refused ones never did.
     await sendJson({ ...ok, subject: 'after refused' });
-    await eventually(async () => (await find(bobImap, 'INBOX', 'after refused')).length === 1, {
+    await eventually(async () => (await uidsWithSubject(bobImap, 'INBOX', 'after refused')).length === 1, {
       what: 'the later message',
     });
-    expect(await find(bobImap, 'INBOX', 'refused ')).toHaveLength(0);
-    expect(await find(await openImap(mail.info(), 'carol'), 'INBOX', 'refused 2')).toHaveLength(0);
+    expect(await uidsWithSubject(bobImap, 'INBOX', 'refused ')).toHaveLength(0);
+    expect(await uidsWithSubject(await openImap(mail.info(), 'carol'), 'INBOX', 'refused 2')).toHaveLength(0);
   });
 
   it('tracks opens and clicks, and refuses a modified link', async () => {
@@ -408,10 +386,10 @@ describe('sending a saved draft (draft_id)', () => {
     expect(Buffer.from(b64.replace(/\s+/g, ''), 'base64').equals(pdf)).toBe(true);
 
     // The draft left Drafts, and its email went with email.draft.delete.
-    await eventually(async () => (await find(aliceImap, 'Drafts', 'draft to send')).length === 0, {
+    await eventually(async () => (await uidsWithSubject(aliceImap, 'Drafts', 'draft to send')).length === 0, {
       what: 'the draft to leave Drafts',
     });
-    expect(await find(aliceImap, 'Drafts', 'draft to send')).not.toContain(draftUid);
+    expect(await uidsWithSubject(aliceImap, 'Drafts', 'draft to send')).not.toContain(draftUid);
     const gone = await eventually(async () => events('email.draft.delete').find((e) => e.draft_id === draftId), {
       what: 'email.draft.delete',
       timeoutMs: 60_000,
@@ -429,7 +407,7 @@ describe('mailbox actions', () => {
   it('unread, read, star, move and trash change the real mailbox and keep the id; emptying Trash deletes', async () => {
     await mail.deliver({ from: 'news@remote.test', to: user('alice').email, subject: 'act on me', text: 'act' });
     const email = await emailBySubject('act on me', { role: 'INBOX' });
-    const [inboxUid] = await find(aliceImap, 'INBOX', 'act on me');
+    const [inboxUid] = await uidsWithSubject(aliceImap, 'INBOX', 'act on me');
     const folders = (await service.api('GET', `/folders?account_id=${alice.id}`)).body.data;
     const archive = folders.find((f: any) => f.role === 'ARCHIVE');
     const trash = folders.find((f: any) => f.role === 'TRASH');
@@ -450,8 +428,8 @@ describe('mailbox actions', () => {
     const moved = await service.api('PUT', `/emails/${email.id}`, { folders: [archive.id] });
     expect(moved.status, JSON.stringify(moved.body)).toBe(200);
     expect(moved.body).toMatchObject({ id: email.id, folders: [archive.id] });
-    expect(await find(aliceImap, 'INBOX', 'act on me')).toHaveLength(0);
-    const [archiveUid] = await find(aliceImap, 'Archive', 'act on me');
+    expect(await uidsWithSubject(aliceImap, 'INBOX', 'act on me')).toHaveLength(0);
+    const [archiveUid] = await uidsWithSubject(aliceImap, 'Archive', 'act on me');
     expect(archiveUid).toBeTruthy();
     expect((await flagsOf(aliceImap, 'Archive', archiveUid!)).has('\\Flagged')).toBe(true);
     expect(service.query<{ uid: number }>('SELECT uid FROM email_folders WHERE email_id = ?', email.id)).toEqual([
@@ -460,8 +438,8 @@ describe('mailbox actions', () => {
 
     const deleted = await service.api('DELETE', `/emails/${email.id}`);
     expect(deleted.body).toEqual({ object: 'EmailDeleted', id: email.id });
-    expect(await find(aliceImap, 'Archive', 'act on me')).toHaveLength(0);
-    expect(await find(aliceImap, 'Trash', 'act on me')).toHaveLength(1);
+    expect(await uidsWithSubject(aliceImap, 'Archive', 'act on me')).toHaveLength(0);
+    expect(await uidsWithSubject(aliceImap, 'Trash', 'act on me')).toHaveLength(1);
     const inTrash = (await service.api('GET', `/emails/${email.id}`)).body;
     expect(inTrash).toMatchObject({ id: email.id, folders: [trash.id], is_unread: true });
     expect(
@@ -504,13 +482,13 @@ describe('mailbox actions', () => {
     });
     expect(moved.response.status, JSON.stringify(moved.error)).toBe(200);
     expect(moved.data!.folders).toEqual([junk.id]);
-    expect(await find(aliceImap, 'Junk', 'to the junk')).toHaveLength(1);
+    expect(await uidsWithSubject(aliceImap, 'Junk', 'to the junk')).toHaveLength(1);
     const back = await service.client.PUT('/api/v1/emails/{email_id}', {
       params: { path: { email_id: email.id } },
       body: { folders: ['inbox'] },
     });
     expect(back.response.status, JSON.stringify(back.error)).toBe(200);
-    expect(await find(aliceImap, 'INBOX', 'to the junk')).toHaveLength(1);
+    expect(await uidsWithSubject(aliceImap, 'INBOX', 'to the junk')).toHaveLength(1);
     const missing = await service.client.PUT('/api/v1/emails/{email_id}', {
       params: { path: { email_id: email.id } },
       body: { folders: ['No Such Folder'] },
@@ -532,7 +510,7 @@ describe('mailbox actions', () => {
     expect(Date.now() - started).toBeLessThan(21_000);
     expect(res.status).toBe(502);
     expect(res.body.type).toBe('errors/provider_error');
-    const [uid] = await find(aliceImap, 'INBOX', 'while down');
+    const [uid] = await uidsWithSubject(aliceImap, 'INBOX', 'while down');
     expect((await flagsOf(aliceImap, 'INBOX', uid!)).has('\\Seen')).toBe(false);
     expect((await service.api('GET', `/emails/${email.id}`)).body.is_unread).toBe(true);
   });

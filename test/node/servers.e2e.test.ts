@@ -17,6 +17,9 @@ import { eventMark, eventsSince, rfc822 } from './integrity-helpers.ts';
 import { dumpLogsOnFailure, eventually, startService, type GatewayProcess, type Service } from './service.ts';
 
 const WAIT = { timeoutMs: 45_000, intervalMs: 250 };
+/** Courier's renamed folder: this many messages, the first BIG_BEFORE of them there before the connect. */
+const BIG_TOTAL = 500;
+const BIG_BEFORE = 50;
 
 /** One IMAP server of the matrix, with the test user whose mailbox lives there. */
 interface Target {
@@ -146,6 +149,10 @@ describe.each(targets)('$name', (t) => {
     client = await t.imap();
     await client.mailboxCreate(t.folder('Projects'));
     await client.append(t.folder('Projects'), rfc822(s('projects before connect')));
+    if (t.name === 'courier') {
+      await client.mailboxCreate(t.folder('Big'));
+      for (let i = 0; i < BIG_BEFORE; i++) await client.append(t.folder('Big'), rfc822(s(`big before connect ${i}`)));
+    }
     account = await connectMailbox(service, mail.info(), t.user, t.intent());
     await eventually(async () => (await folders(account.id)).some((f) => f.provider_id === t.folder('Projects')), {
       what: 'the user folder Projects',
@@ -282,6 +289,48 @@ describe.each(targets)('$name', (t) => {
     })();
     expect(uids, 'copies in the Sent folder on the server').toHaveLength(1);
   });
+
+  // Courier numbers a renamed folder anew (a new UIDVALIDITY): the folder is read again, and every
+  // message is found again by identity; the mail from before the connect stays out.
+  it.runIf(t.name === 'courier')(
+    'keeps every id of a renamed folder of 500 messages, with no email events, and its mail from before the connect out',
+    async () => {
+      const subjects = Array.from({ length: BIG_TOTAL - BIG_BEFORE }, (_, i) => s(`big after connect ${i}`));
+      for (const subject of subjects) await client.append(t.folder('Big'), rfc822(subject));
+      const listedBig = async () => (await service.listEmails(account.id)).filter((e) => e.subject.includes(': big '));
+      const before = await eventually(
+        async () => {
+          const found = await listedBig();
+          return found.length >= subjects.length ? found : null;
+        },
+        { what: `${subjects.length} messages of Big listed`, timeoutMs: 180_000, intervalMs: 1_000 },
+      );
+      expect(before.map((e) => e.subject).sort()).toEqual([...subjects].sort());
+      const big = (await folders(account.id)).find((f) => f.provider_id === t.folder('Big'));
+      const mark = eventMark(service);
+
+      await client.mailboxRename(t.folder('Big'), t.folder('Big renamed'));
+      await eventually(
+        async () => (await folders(account.id)).find((f) => f.provider_id === t.folder('Big renamed'))?.id === big.id,
+        { what: 'the folder renamed, same id', ...WAIT },
+      );
+      // The re-read: until it ends the emails keep their stale membership (still listed in the folder).
+      await eventually(
+        async () => {
+          const now = await listedBig();
+          return now.length === subjects.length && now.every((e) => e.folder_ids.join() === big.id) ? now : null;
+        },
+        { what: 'every message of the renamed folder found again', ...WAIT },
+      );
+      await settle();
+      const after = new Map((await listedBig()).map((e) => [e.subject, e]));
+      expect(after.size).toBe(subjects.length);
+      for (const e of before) expect(after.get(e.subject)?.id, e.subject).toBe(e.id);
+      const events = eventsSince(service, account.id, mark).filter((e) => !e.type.startsWith('email.folder.'));
+      expect(events.map((e) => `${e.type} ${e.data?.subject ?? ''}`)).toEqual([]);
+    },
+    300_000,
+  );
 
   it.runIf(t.name === 'courier')(
     "keeps mail delivered into the maildir and mail appended right after it (Courier's UID shift)",

@@ -88,6 +88,8 @@ describe('folders', () => {
       await severalPolls();
       const account = (await suite.service.api('GET', `/accounts/${carol.id}`)).body;
       expect(account.status).toBe('running');
+      // Visible: the account's last_error names the folder and the server's refusal.
+      expect(account.last_error).toMatch(/^folder Locked: the server refuses it/);
     } finally {
       chmodSync(dir, 0o700);
     }
@@ -97,6 +99,9 @@ describe('folders', () => {
     // The gateway logs it once the pass that read the folder again is over (just after its batch landed).
     await eventually(() => suite.gateway.log.some((l) => l.includes('folder readable again')), {
       what: 'the gateway reading the folder again',
+    });
+    await eventually(async () => (await suite.service.api('GET', `/accounts/${carol.id}`)).body.last_error === null, {
+      what: 'last_error cleared once the folder is read again',
     });
     const types = eventsSince(suite.service, carol.id, mark).map((e) => e.type);
     expect(types.filter((t) => t !== 'email.new').sort()).toEqual([]);

@@ -11,10 +11,9 @@ import { hmacSha256, sha256Hex, toHex } from '../../common/crypto.ts';
 import { GATEWAY_SIGNATURE_HEADER, signRequest } from '../../common/signing.ts';
 import { createApp } from '../../worker/app.ts';
 import { MAX_INTERNAL_BODY_BYTES } from '../../worker/gateways/auth.ts';
-import { newId } from '../../worker/lib/ids.ts';
 import { expectError } from './helpers.ts';
 import { meteredEnv, newMeter } from './metered.ts';
-import { GATEWAY_SECRET } from './sync-helpers.ts';
+import { createSyncedAccount, GATEWAY_SECRET } from './sync-helpers.ts';
 
 const BASE = 'https://mail.example.com';
 const app = createApp();
@@ -168,7 +167,7 @@ describe('a staged source', () => {
   it('streams into R2 when the signature declares the SHA-256 in its path, and is refused otherwise', async () => {
     const source = new TextEncoder().encode('Subject: staged\r\n\r\nbody\r\n');
     const sha = await sha256Hex(source);
-    const accountId = newId('account');
+    const { id: accountId } = await createSyncedAccount();
     const path = `/internal/gateway/accounts/${accountId}/sources/${sha}`;
     const put = async (signedBody: Uint8Array, target = path) =>
       send(target, {
@@ -188,6 +187,43 @@ describe('a staged source', () => {
     expectError(await put(other), 401, 'unauthorized');
     const elsewhere = `/internal/gateway/accounts/${accountId}/sources/${await sha256Hex(other)}`;
     expectError(await put(source, elsewhere), 401, 'unauthorized');
+
+    // A removed account takes no source: it would outlive the purge.
+    await env.BLOBS.delete(`accounts/${accountId}/staged/${sha}.eml`);
+    await env.DB.prepare('UPDATE accounts SET removed_at_ms = ? WHERE id = ?').bind(Date.now(), accountId).run();
+    expectError(await put(source), 409, 'lease_lost');
+    expect(await env.BLOBS.head(`accounts/${accountId}/staged/${sha}.eml`)).toBeNull();
+  });
+});
+
+describe('a very large staged source', () => {
+  it('goes in signed parts and is whole once completed; a completion sent again is answered as done', async () => {
+    const part = 5 * 1024 * 1024;
+    const source = new Uint8Array(2 * part + 123).map((_, i) => 65 + (i % 26));
+    const sha = await sha256Hex(source);
+    const { id: accountId } = await createSyncedAccount();
+    const base = `/internal/gateway/accounts/${accountId}/sources/${sha}/uploads`;
+    const call = async (method: string, path: string, body: string | Uint8Array) =>
+      send(path, {
+        method,
+        headers: { [GATEWAY_SIGNATURE_HEADER]: await signRequest(GATEWAY_SECRET, { method, path, body }) },
+        body,
+      });
+    const begun = await call('POST', base, '{}');
+    expect(begun.status).toBe(200);
+    const { upload_id } = begun.body as { upload_id: string };
+    const upload = `${base}/${encodeURIComponent(upload_id)}`;
+    const parts: { part: number; etag: string }[] = [];
+    for (let i = 0; i * part < source.length; i++) {
+      const answer = await call('PUT', `${upload}/${i + 1}`, source.subarray(i * part, (i + 1) * part));
+      expect(answer.status).toBe(200);
+      parts.push({ part: i + 1, etag: (answer.body as { etag: string }).etag });
+    }
+    const complete = JSON.stringify({ parts });
+    expect((await call('POST', `${upload}/complete`, complete)).status).toBe(200);
+    const stored = await env.BLOBS.get(`accounts/${accountId}/staged/${sha}.eml`);
+    expect(await sha256Hex(new Uint8Array(await stored!.arrayBuffer()))).toBe(sha);
+    expect((await call('POST', `${upload}/complete`, complete)).status).toBe(200);
   });
 });
 

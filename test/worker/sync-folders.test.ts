@@ -197,6 +197,39 @@ describe('folder identity', () => {
     });
   });
 
+  it('ends a re-read only once the folder is read up to where it ended when the re-read began', async () => {
+    const account = await leased();
+    const raws = [1, 2, 3].map((i) => rawMessage({ subject: `r${i}` }));
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: raws.map((r, i) => messageIn(i + 1, r)) },
+    ]);
+    const before = Object.fromEntries((await list(`account_id=${account.id}`)).data.map((e: any) => [e.subject, e.id]));
+    const mark = (await outbox(account.id)).length;
+    // Renumbered with three messages (UIDNEXT 4); a pass sends a cursor before reading them (a hold).
+    const renumbered = STANDARD_FOLDERS().map((f) => (f.path === 'INBOX' ? folder('INBOX', null, 4, 99) : f));
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'folders', folders: renumbered },
+      { type: 'cursor', path: 'INBOX', uidvalidity: 99, last_uid: 0, highest_modseq: null },
+    ]);
+    expect((await account.stub.cursors()).find((c) => c.path === 'INBOX')).toMatchObject({ resync: true });
+    // Nothing was detached: every email still has its folder, no event.
+    expect((await list(`account_id=${account.id}`)).data.every((e: any) => e.folders.length === 1)).toBe(true);
+    // The re-read then finds them all again: same ids, and only now it ends.
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'INBOX', uidvalidity: 99, messages: raws.map((r, i) => messageIn(i + 1, r)) },
+      { type: 'cursor', path: 'INBOX', uidvalidity: 99, last_uid: 3, highest_modseq: null },
+    ]);
+    const cursor = (await account.stub.cursors()).find((c) => c.path === 'INBOX');
+    expect(cursor?.resync).toBeUndefined();
+    const after = Object.fromEntries((await list(`account_id=${account.id}`)).data.map((e: any) => [e.subject, e.id]));
+    expect(after).toEqual(before);
+    expect(
+      (await outbox(account.id))
+        .slice(mark)
+        .filter((e) => e.type.startsWith('email.') && !e.type.startsWith('email.folder')),
+    ).toEqual([]);
+  });
+
   it('re-reads a renumbered folder without mail from before the connect, but with mail of the connect second', async () => {
     const account = await leased();
     const connectedAt = Number(

@@ -50,3 +50,28 @@ it('applies batch n only after n - 1, answers a repeated one without applying it
   });
   expect(await subjects()).toEqual(['ordered 1', 'ordered 2', 'ordered 3', 'ordered 4', 'ordered 5']);
 });
+
+it('refuses a batch of a gateway session that has ended, even the first of a stream', async () => {
+  const { id, stub } = await createSyncedAccount();
+  expect((await stub.acquireLease('gw-1')).granted).toBe(true);
+  const count = async () =>
+    (await env.DB.prepare('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?').bind(id).first<{ n: number }>())?.n;
+
+  expect((await stub.applyChanges('gw-1', arrivals([1]), { stream: 'old', n: 0, session: 100 })).ok).toBe(true);
+  // The gateway's next session (a later epoch) takes over with a stream of its own.
+  expect((await stub.applyChanges('gw-1', arrivals([2]), { stream: 'new', n: 0, session: 200 })).ok).toBe(true);
+  // A late batch of the ended session: refused, whether it continues its stream or starts one.
+  for (const late of [
+    { stream: 'old', n: 1, session: 100 },
+    { stream: 'older', n: 0, session: 150 },
+  ])
+    expect(await stub.applyChanges('gw-1', arrivals([3]), late)).toMatchObject({
+      ok: false,
+      out_of_order: expect.any(String),
+    });
+  expect(await count()).toBe(2);
+  // The current session goes on; a later one takes over again.
+  expect((await stub.applyChanges('gw-1', arrivals([4]), { stream: 'new', n: 1, session: 200 })).ok).toBe(true);
+  expect((await stub.applyChanges('gw-1', arrivals([5]), { stream: 'next', n: 0, session: 300 })).ok).toBe(true);
+  expect(await count()).toBe(4);
+});

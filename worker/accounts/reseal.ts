@@ -9,8 +9,8 @@ import { encryptSecret, openSecret, sealedWithPattern, secretKeys } from '../lib
 import { secretContext } from '../webhooks/signing.ts';
 import { credentialsContext, resealCredentials } from './credentials.ts';
 
-/** Secrets sealed again per run, per table: a few dozen D1 queries at most. */
-const RESEAL_LIMIT = 50;
+/** Secrets sealed again per run, per table and kind (previous key, older format): 100 writes at most. */
+const RESEAL_LIMIT = 25;
 
 export interface ResealReport {
   accounts: number;
@@ -28,19 +28,20 @@ export async function resealStale(env: Env): Promise<ResealReport> {
   const report: ResealReport = { accounts: 0, endpoints: 0, unreadable: 0 };
   const keys = secretKeys(env);
   if (!keys.previous) return report;
-  // What the previous key sealed, and the older values that name no key; a value sealed with a third
-  // key (neither opens it) is never picked, so it cannot hold the sweep up.
+  // What the previous key sealed, then values of the older format that name no key. The older ones
+  // are taken in a random order: some may be sealed with a key that is gone (neither opens them),
+  // and a fixed order would pick those same rows every run. A value sealed with a third key of the
+  // newer format is never picked.
   const previous = await sealedWithPattern(keys.previous);
   const tables = [
     {
-      sql: `SELECT id, credentials AS sealed FROM accounts
-            WHERE credentials LIKE ? OR credentials LIKE 'v1.%' LIMIT ?`,
+      select: 'SELECT id, credentials AS sealed FROM accounts WHERE credentials LIKE ?',
       context: credentialsContext,
       write: (row: Sealed, sealed: string) => resealCredentials(env.DB, row.id, row.sealed, sealed),
       count: 'accounts' as const,
     },
     {
-      sql: `SELECT id, secret AS sealed FROM webhook_endpoints WHERE secret LIKE ? OR secret LIKE 'v1.%' LIMIT ?`,
+      select: 'SELECT id, secret AS sealed FROM webhook_endpoints WHERE secret LIKE ?',
       context: secretContext,
       write: (row: Sealed, sealed: string) =>
         env.DB.prepare('UPDATE webhook_endpoints SET secret = ? WHERE id = ? AND secret = ?')
@@ -50,8 +51,11 @@ export async function resealStale(env: Env): Promise<ResealReport> {
     },
   ];
   for (const table of tables) {
-    const { results } = await env.DB.prepare(table.sql).bind(previous, RESEAL_LIMIT).all<Sealed>();
-    for (const row of results) {
+    const [ofPrevious, ofOlderFormat] = await env.DB.batch<Sealed>([
+      env.DB.prepare(`${table.select} LIMIT ?`).bind(previous, RESEAL_LIMIT),
+      env.DB.prepare(`${table.select} ORDER BY random() LIMIT ?`).bind('v1.%', RESEAL_LIMIT),
+    ]);
+    for (const row of [...ofPrevious!.results, ...ofOlderFormat!.results]) {
       try {
         const { plaintext } = await openSecret(keys, row.sealed, table.context(row.id));
         await table.write(row, await encryptSecret(keys, plaintext, table.context(row.id)));

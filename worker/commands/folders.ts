@@ -172,6 +172,7 @@ function recordCreate(
     last_uid: 0,
     highest_modseq: null,
     resync: false,
+    resync_to: 0,
     missing: 0,
     passed: 0,
   });

@@ -17,6 +17,7 @@ import type {
 import { deleteAccountRow, purgeStep } from '../accounts/purge.ts';
 import { recordSkippedMessage, writeAccountStatus } from '../accounts/status.ts';
 import type { Env } from '../env.ts';
+import { meteredEnv } from '../lib/d1-meter.ts';
 import { dispatchEvents, type OutboxEvent } from '../events/outbox.ts';
 import { releaseStaged } from '../emails/blobs.ts';
 import { ChangeApplier } from '../sync/apply.ts';
@@ -36,6 +37,7 @@ import { AccountStore } from './account-store.ts';
 import { MailboxActions } from './mailbox-actions.ts';
 import { type Admission, SendQueue, type SendRequest } from './send-queue.ts';
 import { type CancelResult, type Schedule, Schedules } from './schedules.ts';
+import type { ScheduledRow } from '../send/scheduled.ts';
 import { STAGED_GRACE_MS, StagedReleases } from './staged-releases.ts';
 import { claimLease, type HolderResult, type Lease } from './lease.ts';
 
@@ -46,6 +48,8 @@ export interface AppliedChanges {
 }
 /** Meta key: the lease holder that reported the account running since its lease was granted (it can send). */
 const READY_HOLDER = 'ready_holder';
+/** A part of the alarm that failed is tried again this much later. */
+const ALARM_RETRY_MS = 30_000;
 
 export interface AccountInit {
   account_id: string;
@@ -71,7 +75,8 @@ export class AccountObject extends DurableObject<Env> {
   /** Whether this instance has looked for orphans and staged releases a crash may have left unrecorded. */
   private orphansChecked = false;
 
-  constructor(ctx: DurableObjectState, env: Env) {
+  constructor(ctx: DurableObjectState, rawEnv: Env) {
+    const env = meteredEnv(rawEnv);
     super(ctx, env);
     this.store = new AccountStore(ctx.storage);
     this.staged = new StagedReleases(ctx.storage.sql);
@@ -88,6 +93,7 @@ export class AccountObject extends DurableObject<Env> {
       orphaned: (mark) => this.orphaned(mark),
       dispatch: (events) => this.dispatch(events),
       keepAlive: (work) => this.ctx.waitUntil(work),
+      rearm: (due) => this.ctx.waitUntil(this.alarmAt(due)),
       ready: () => {
         const holder = this.currentLease()?.gateway_id;
         return !!holder && this.store.meta(READY_HOLDER) === holder;
@@ -238,11 +244,11 @@ export class AccountObject extends DurableObject<Env> {
     sequence?: ChangesSequence,
     prepared?: Prepared,
   ): Promise<HolderResult<AppliedChanges> | { ok: false; out_of_order: string }> {
-    if (sequence) await this.order.waitForTurn(sequence);
+    if (sequence) await this.order.waitForTurn(sequence, gatewayId);
     return this.serialize(async () => {
       const problem = this.leaseProblem(gatewayId);
       if (problem) return { ok: false, lease_lost: problem };
-      const turn = sequence ? this.order.turn(sequence) : 'apply';
+      const turn = sequence ? this.order.turn(sequence, gatewayId) : 'apply';
       if (turn === 'applied') return { ok: true, value: this.applied() };
       if (turn === 'refused') return { ok: false, out_of_order: `batch ${sequence!.n} came out of order` };
       const context = this.store.accountContext();
@@ -269,7 +275,7 @@ export class AccountObject extends DurableObject<Env> {
         },
         this.actions.withoutDeparted(changes),
       );
-      if (sequence) this.order.applied(sequence);
+      if (sequence) this.order.applied(sequence, gatewayId);
       this.store.setListedMark(applier.state.listedMark);
       // New evidence: the orphans it covers are deleted in the alarm (an invocation of its own).
       if (this.store.orphansWaiting() && changes.some((c) => c.type === 'passed')) await this.alarmAt(Date.now());
@@ -328,36 +334,50 @@ export class AccountObject extends DurableObject<Env> {
    * the scheduled sends whose time came. The one alarm is set at the earliest of all of them.
    */
   override async alarm(): Promise<void> {
-    const step = await this.serialize(async () => {
-      const accountId = this.store.meta('account_id');
-      if (!accountId) return null;
-      if (this.store.meta('removed') === '1') {
-        await this.purgeStep(accountId);
-        return null;
-      }
-      const now = Date.now();
-      let more = false;
-      if (this.store.orphansWaiting()) {
-        const reach = evidenceReach(this.store.loadCursors().values(), this.store.listedMark());
-        const deleted = await deleteOrphansUpTo(this.env, accountId, reach, (keys) => this.staged.defer(keys, now));
-        this.dispatch(deleted);
-        more = deleted.length >= ORPHAN_STEP;
-        if (!more) this.store.setOrphansWaiting(await hasOrphans(this.env, accountId));
-      }
-      const releases = this.staged.due(now);
-      if (releases.length) {
-        await releaseStaged(this.env, releases);
-        this.staged.done(releases.map((r) => r.key));
-      }
-      return { accountId, moreOrphans: more };
+    // Each part fails on its own: a failing one is tried again soon, and the others (the scheduled
+    // sends above all) still run; the next alarm is always set (a thrown alarm is retried a few
+    // times, then dropped).
+    let retry: number | null = null;
+    const step = await this.serialize(() => this.housekeeping()).catch((err: unknown) => {
+      console.error('account alarm: housekeeping failed:', err instanceof Error ? err.message : err);
+      retry = Date.now() + ALARM_RETRY_MS;
+      return { removed: false, moreOrphans: false };
     });
-    if (step === null) return;
+    if (step === null || step.removed) return;
     // Scheduled sends start outside the change chain: their sends run on the command chain.
-    await this.schedules.runDue(this.actions.sendPath());
-    const next = [step.moreOrphans ? Date.now() : null, this.staged.next(), this.schedules.next()].filter(
+    await this.schedules.runDue(this.actions.sendPath()).catch((err: unknown) => {
+      console.error('account alarm: scheduled sends failed:', err instanceof Error ? err.message : err);
+      retry = Date.now() + ALARM_RETRY_MS;
+    });
+    const next = [step.moreOrphans ? Date.now() : null, retry, this.staged.next(), this.schedules.next()].filter(
       (t) => t !== null,
     );
     if (next.length) await this.ctx.storage.setAlarm(Math.max(Math.min(...next), Date.now()));
+  }
+
+  /** The alarm's bounded step on the change chain: the purge of a removed account, else orphans and staged sources. */
+  private async housekeeping(): Promise<{ removed: boolean; moreOrphans: boolean } | null> {
+    const accountId = this.store.meta('account_id');
+    if (!accountId) return null;
+    if (this.store.meta('removed') === '1') {
+      await this.purgeStep(accountId);
+      return { removed: true, moreOrphans: false };
+    }
+    const now = Date.now();
+    let more = false;
+    if (this.store.orphansWaiting()) {
+      const reach = evidenceReach(this.store.loadCursors().values(), this.store.listedMark());
+      const deleted = await deleteOrphansUpTo(this.env, accountId, reach, (keys) => this.staged.defer(keys, now));
+      this.dispatch(deleted);
+      more = deleted.length >= ORPHAN_STEP;
+      if (!more) this.store.setOrphansWaiting(await hasOrphans(this.env, accountId));
+    }
+    const releases = this.staged.due(now);
+    if (releases.length) {
+      await releaseStaged(this.env, releases);
+      this.staged.done(releases.map((r) => r.key));
+    }
+    return { removed: false, moreOrphans: more };
   }
 
   // ------------------------------------------------------------------ commands
@@ -380,9 +400,9 @@ export class AccountObject extends DurableObject<Env> {
   }
 
   /** A send to go at `send_at_ms` (durable/schedules.ts); the alarm is moved to it if it is the earliest. */
-  async schedule(s: Schedule): Promise<void> {
+  async schedule(s: Schedule, listed: ScheduledRow): Promise<void> {
     if (this.store.meta('removed') === '1') throw notFound('Account');
-    this.schedules.add(s);
+    await this.schedules.add(s, listed);
     await this.alarmAt(s.send_at_ms);
   }
 

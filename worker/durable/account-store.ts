@@ -59,6 +59,8 @@ export class AccountStore {
       this.sql.exec('ALTER TABLE folder_cursors ADD COLUMN missing INTEGER NOT NULL DEFAULT 0');
     if (!columns.some((c) => c.name === 'passed'))
       this.sql.exec('ALTER TABLE folder_cursors ADD COLUMN passed INTEGER NOT NULL DEFAULT 0');
+    if (!columns.some((c) => c.name === 'resync_to'))
+      this.sql.exec('ALTER TABLE folder_cursors ADD COLUMN resync_to INTEGER NOT NULL DEFAULT 0');
   }
 
   /** Forget everything (a new connect of the account). */
@@ -127,6 +129,7 @@ export class AccountStore {
         last_uid: number;
         highest_modseq: string | null;
         resync: number;
+        resync_to: number;
         missing: number;
         passed: number;
       }>('SELECT * FROM folder_cursors')
@@ -150,12 +153,13 @@ export class AccountStore {
       this.sql.exec('DELETE FROM folder_cursors');
       for (const c of cursors.values()) {
         this.sql.exec(
-          'INSERT INTO folder_cursors (path, uidvalidity, last_uid, highest_modseq, resync, missing, passed) VALUES (?, ?, ?, ?, ?, ?, ?)',
+          'INSERT INTO folder_cursors (path, uidvalidity, last_uid, highest_modseq, resync, resync_to, missing, passed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
           c.path,
           c.uidvalidity,
           c.last_uid,
           c.highest_modseq,
           c.resync ? 1 : 0,
+          c.resync_to,
           c.missing,
           c.passed,
         );

@@ -20,6 +20,7 @@ import { DurableObject } from 'cloudflare:workers';
 import { DEAD_AFTER_MS, PING, PONG } from '../../common/heartbeat.ts';
 import { GatewayToWorker, type GatewayErrorKind, type GatewayRequest } from '../../common/relay.ts';
 import type { Env } from '../env.ts';
+import { meteredEnv } from '../lib/d1-meter.ts';
 import { isoNow } from '../lib/time.ts';
 
 /**
@@ -61,6 +62,9 @@ const CLEAN_CLOSE = new Set([1000, 1001]);
 function repeatable(request: GatewayRequest): boolean {
   if (request.op === 'send') return false;
   if (request.op === 'modify') return request.steps.every((step) => step.type === 'flags' || step.type === 'delete');
+  // A folder created, renamed or deleted once is refused the second time: its caller would be told
+  // of a failure for a change that happened.
+  if (request.op === 'folder') return false;
   return true;
 }
 
@@ -72,7 +76,8 @@ export class GatewayObject extends DurableObject<Env> {
   /** When a socket was last lost without a clean close (in memory: a woken object has none). */
   private lostAt = 0;
 
-  constructor(ctx: DurableObjectState, env: Env) {
+  constructor(ctx: DurableObjectState, rawEnv: Env) {
+    const env = meteredEnv(rawEnv);
     super(ctx, env);
     ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair(PING, PONG));
   }

@@ -41,6 +41,8 @@ export interface ActionHost {
   keepAlive(work: Promise<unknown>): void;
   /** Whether the lease holder reported the account running since its lease was granted (it can send). */
   ready(): boolean;
+  /** Have the object's alarm run by `due`. */
+  rearm(due: number): void;
 }
 
 export class MailboxActions {
@@ -67,13 +69,19 @@ export class MailboxActions {
    * Send a message or save a draft through the gateway holding the account (common/relay.ts `send`),
    * carried to its end and its outcome recorded whether or not the caller still waits.
    */
-  send(ticket: string, request: SendRequest, messageId: string): Promise<CommandAnswer<OutgoingResult>> {
+  send(
+    ticket: string,
+    request: SendRequest,
+    messageId: string,
+    scheduled = false,
+  ): Promise<CommandAnswer<OutgoingResult>> {
     const run = this.sends.run(
       ticket,
       request,
       messageId,
       (work) => this.run(work),
       () => this.host.lease(),
+      scheduled,
     );
     this.host.keepAlive(run);
     return run;
@@ -84,10 +92,12 @@ export class MailboxActions {
     return {
       admit: () => this.sends.admit(),
       release: (ticket) => this.sends.release(ticket),
-      send: (ticket, request, messageId) => this.send(ticket, request, messageId),
+      send: (ticket, request, messageId) => this.send(ticket, request, messageId, true),
       lease: () => this.host.lease(),
       ready: () => this.host.ready(),
       keepAlive: (work) => this.host.keepAlive(work),
+      rearm: (due) => this.host.rearm(due),
+      takeBackUnhanded: (name) => this.sends.takeBackUnhanded(name),
     };
   }
 
@@ -114,6 +124,8 @@ export class MailboxActions {
           )
         : { uids: [] };
       const { email, events } = await host.onChangeChain(() => {
+        // Removed while the gateway carried it out: nothing more is written for the account.
+        if (host.store.meta('removed') === '1') throw notFound('Account');
         const mark = host.store.nextOrphanMark();
         // Marked before the rows are written; cleared by the next alarm if nothing was left.
         return applyModify(host.env, accountId, plan, result, mark, () => host.orphaned(mark));
@@ -144,6 +156,7 @@ export class MailboxActions {
         : { path: null, status: null };
       return host.onChangeChain(async () => {
         const { store } = host;
+        if (store.meta('removed') === '1') throw notFound('Account');
         const applier = new ChangeApplier(host.env, context, store.loadCursors(), store.loadInitialSync());
         await applier.loadFolders();
         this.departed.add(pathsLeaving(plan, applier.state.folders.keys()));

@@ -7,22 +7,25 @@
  * At its time a schedule goes through the account's queue of sends (durable/send-queue.ts), the same
  * path as an immediate send, with the same at-most-once guarantees. While no gateway holding the
  * account is connected it waits (tried again every RETRY_MS) and fails after GIVE_UP_MS past its time.
- * An instance that restarts while a send was under way finds the row `sending` and settles it from
- * the outgoing record (sent, failed, or unknown: never sent again).
+ * An instance that restarts while a send was under way finds the row `sending`: one still waiting in
+ * the queue (never handed to a gateway) waits again; any other is settled from the outgoing record
+ * (sent, failed, or unknown: never sent again). A try that reached no gateway waits again too.
  */
 import type { Env } from '../env.ts';
 import type { CommandAnswer } from '../commands/holder.ts';
 import type { OutgoingResult } from '../../common/relay.ts';
 import { forgetOutgoing, outgoingBlobKey, settleOutgoing } from '../send/outgoing.ts';
-import { setScheduledStatus, type ScheduledStatus } from '../send/scheduled.ts';
+import { insertScheduled, setScheduledStatus, type ScheduledRow, type ScheduledStatus } from '../send/scheduled.ts';
 import { gatewayObject } from './gateway-stub.ts';
 import type { Lease } from './lease.ts';
-import type { Admission, SendRequest } from './send-queue.ts';
+import { type Admission, isNoGateway, type SendRequest } from './send-queue.ts';
 
 /** How often a due schedule with no connected gateway (or a full queue) is tried again. */
 const RETRY_MS = 15_000;
 /** A schedule no gateway could send within this long after its time fails. */
 const GIVE_UP_MS = 24 * 3600_000;
+/** Due schedules started per alarm (each a few subrequests); the rest go in the next one, at once. */
+const DUE_PER_ALARM = 10;
 /** A `sending` row this old that this instance is not running was left by an earlier one. */
 const SENDING_LEFT_MS = 5 * 60_000;
 
@@ -49,6 +52,10 @@ export interface SendPath {
   lease(): Lease | null;
   /** Whether the lease holder has reported the account running since its lease was granted. */
   ready(): boolean;
+  /** Have the object's alarm run by `due` (a schedule put back to wait). */
+  rearm(due: number): void;
+  /** An earlier instance's send of this message that never reached a gateway, taken out of the queue. */
+  takeBackUnhanded(name: string): boolean;
   keepAlive(work: Promise<unknown>): void;
 }
 
@@ -72,7 +79,21 @@ export class Schedules {
     )`);
   }
 
-  add(s: Schedule): void {
+  /**
+   * Takes a schedule: recorded here first, then its row for the API (GET /emails/scheduled), so a
+   * listed schedule is always one this object will send; if the row cannot be written it is dropped.
+   */
+  async add(s: Schedule, listed: ScheduledRow): Promise<void> {
+    this.insert(s);
+    try {
+      await insertScheduled(this.env.DB, listed).run();
+    } catch (err) {
+      this.sql.exec('DELETE FROM schedules WHERE id = ?', s.id);
+      throw err;
+    }
+  }
+
+  private insert(s: Schedule): void {
     this.sql.exec(
       "INSERT INTO schedules (id, account_id, send_at_ms, name, message_id, append_to, state, next_try_ms) VALUES (?, ?, ?, ?, ?, ?, 'scheduled', ?)",
       s.id,
@@ -120,11 +141,20 @@ export class Schedules {
     return { cancelled: true };
   }
 
-  /** The account is being removed: every waiting schedule is cancelled. */
+  /**
+   * The account is being removed: every waiting schedule is cancelled, in a fixed number of calls
+   * however many there are (the purge deletes the rows and messages anyway; this records why).
+   */
   async cancelAll(reason: string): Promise<void> {
     const waiting = this.sql.exec<ScheduleRow>("SELECT * FROM schedules WHERE state = 'scheduled'").toArray();
     this.sql.exec("DELETE FROM schedules WHERE state = 'scheduled'");
-    for (const row of waiting) await this.discard(row, 'cancelled', reason);
+    if (!waiting.length) return;
+    await setScheduledStatus(
+      this.env.DB,
+      waiting.map((row) => row.id),
+      'cancelled',
+      reason,
+    );
   }
 
   /** A schedule that will never go: its message and outgoing record go, its status is recorded. */
@@ -138,12 +168,22 @@ export class Schedules {
   /** The alarm's part: starts every schedule whose time has come, settles what an earlier instance left. */
   async runDue(path: SendPath, now: number = Date.now()): Promise<void> {
     const due = this.sql
-      .exec<ScheduleRow>('SELECT * FROM schedules WHERE next_try_ms <= ? ORDER BY send_at_ms', now)
+      .exec<ScheduleRow>(
+        `SELECT * FROM schedules WHERE next_try_ms <= ? ORDER BY send_at_ms LIMIT ${DUE_PER_ALARM}`,
+        now,
+      )
       .toArray();
+    // Whether the holder's socket is up, asked once per alarm however many are due.
+    let connected: Promise<boolean> | null = null;
+    const holderConnected = () => {
+      const holder = path.ready() ? path.lease() : null;
+      connected ??= holder ? gatewayObject(this.env, holder.gateway_id).isConnected() : Promise.resolve(false);
+      return connected;
+    };
     for (const row of due) {
       if (row.state === 'sending') {
         if (this.running.has(row.id)) this.sql.exec('UPDATE schedules SET next_try_ms = ? WHERE id = ?', now, row.id);
-        else if (row.next_try_ms + SENDING_LEFT_MS <= now) await this.settleLeft(row);
+        else if (row.next_try_ms + SENDING_LEFT_MS <= now) await this.settleLeft(row, path);
       } else if (now - row.send_at_ms > GIVE_UP_MS) {
         this.sql.exec('DELETE FROM schedules WHERE id = ?', row.id);
         await this.discard(
@@ -152,17 +192,15 @@ export class Schedules {
           'No mail gateway could send it within 24 hours of its send_at (none held the account); nothing was sent.',
         );
       } else {
-        await this.start(row.id, path);
+        await this.start(row.id, path, holderConnected);
       }
     }
   }
 
   /** Hands one due schedule to the account's queue of sends, unless it was cancelled meanwhile. */
-  private async start(id: string, path: SendPath): Promise<void> {
+  private async start(id: string, path: SendPath, holderConnected: () => Promise<boolean>): Promise<void> {
     // A holder that has the account running (not one still between its socket and its sync).
-    const holder = path.ready() ? path.lease() : null;
-    const connected = holder ? await gatewayObject(this.env, holder.gateway_id).isConnected() : false;
-    const admission = connected ? await path.admit() : null;
+    const admission = (await holderConnected()) ? await path.admit() : null;
     const row = this.row(id);
     // From the check above to the state change below nothing else runs: a cancel is before or after.
     if (!row || row.state !== 'scheduled' || !admission?.ok) {
@@ -184,6 +222,17 @@ export class Schedules {
         append_to: row.append_to,
       };
       const answer = await path.send(admission.ticket, request, row.message_id);
+      if (isNoGateway(answer)) {
+        // Nothing went out and the message is kept: it waits for a gateway again (until GIVE_UP_MS).
+        this.sql.exec(
+          "UPDATE schedules SET state = 'scheduled', next_try_ms = ? WHERE id = ?",
+          Date.now() + RETRY_MS,
+          id,
+        );
+        await setScheduledStatus(this.env.DB, [id], 'scheduled');
+        path.rearm(Date.now() + RETRY_MS);
+        return;
+      }
       if (answer.ok) await setScheduledStatus(this.env.DB, [id], 'sent');
       else
         await setScheduledStatus(
@@ -199,8 +248,14 @@ export class Schedules {
     path.keepAlive(run.catch((err: unknown) => console.error(`scheduled send ${id}:`, (err as Error).message)));
   }
 
-  /** A `sending` row an earlier instance left: its outgoing record says how it ended; never sent again. */
-  private async settleLeft(row: ScheduleRow): Promise<void> {
+  /** A `sending` row an earlier instance left: tried again if it never left the queue, else settled from its outgoing record. */
+  private async settleLeft(row: ScheduleRow, path: SendPath): Promise<void> {
+    if (path.takeBackUnhanded(row.name)) {
+      // It never left the queue: nothing was sent, and it is tried again at once.
+      this.sql.exec("UPDATE schedules SET state = 'scheduled', next_try_ms = ? WHERE id = ?", Date.now(), row.id);
+      await setScheduledStatus(this.env.DB, [row.id], 'scheduled');
+      return;
+    }
     const record = await this.env.DB.prepare(
       'SELECT outcome, outcome_detail FROM outgoing_messages WHERE account_id = ? AND message_id = ?',
     )

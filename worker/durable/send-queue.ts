@@ -94,6 +94,7 @@ export class SendQueue {
     messageId: string,
     chain: <T>(work: () => Promise<T>) => Promise<CommandAnswer<T>>,
     lease: () => Lease | null,
+    scheduled = false,
   ): Promise<CommandAnswer<OutgoingResult>> {
     await this.recover();
     const admittedAt = this.admitted.get(ticket) ?? Date.now();
@@ -103,12 +104,18 @@ export class SendQueue {
     const deadline = admittedAt + this.budgetMs();
     // What follows the send runs on the chain: when the caller's request is cancelled, the runtime
     // drops this call's own continuation, while the chain carries on and ends the send.
+    // A scheduled send that reached no gateway keeps its message and record: it is tried again.
+    let again = false;
     return chain(async () => {
       try {
-        return await this.carryOut(request, messageId, deadline, lease);
+        return await this.carryOut(request, messageId, deadline, lease, (answer) => {
+          again = scheduled && isNoGateway(answer);
+          return !again;
+        });
       } finally {
         this.sql.exec('DELETE FROM sends WHERE name = ?', request.key);
-        await this.env.BLOBS.delete(outgoingBlobKey(request.account_id, request.key)).catch(() => undefined);
+        if (!again)
+          await this.env.BLOBS.delete(outgoingBlobKey(request.account_id, request.key)).catch(() => undefined);
       }
     });
   }
@@ -123,6 +130,7 @@ export class SendQueue {
     messageId: string,
     deadline: number,
     lease: () => Lease | null,
+    ends: (answer: CommandAnswer<OutgoingResult>) => boolean,
   ): Promise<OutgoingResult> {
     const answer = await answerOf(async () => {
       const left = deadline - Date.now();
@@ -148,7 +156,7 @@ export class SendQueue {
       return parsed.data;
     });
     const outcome = answer.ok ? 'sent' : answer.nothing_sent ? 'failed' : null;
-    if (outcome) {
+    if (outcome && ends(answer)) {
       await settleOutgoing(this.env.DB, request.account_id, messageId, outcome, answer.ok ? null : answer.detail).catch(
         (err: unknown) => console.error('could not record a send outcome:', err instanceof Error ? err.message : err),
       );
@@ -156,6 +164,18 @@ export class SendQueue {
     if (answer.ok) return answer.value;
     if (answer.nothing_sent) throw new NothingSent(answer.kind, answer.detail);
     throw new OutcomeUnknown(answer.detail);
+  }
+
+  /**
+   * A send an earlier instance of the object left still waiting in the queue (never handed to a
+   * gateway) is taken out of it: true, and nothing of it was sent. False when it was handed on, or
+   * is not in the queue.
+   */
+  takeBackUnhanded(name: string): boolean {
+    const row = this.sql.exec<{ state: string }>('SELECT state FROM sends WHERE name = ?', name).toArray()[0];
+    if (row?.state !== 'accepted') return false;
+    this.sql.exec('DELETE FROM sends WHERE name = ?', name);
+    return true;
   }
 
   private record(request: SendRequest, messageId: string, state: 'accepted', acceptedMs: number): void {
@@ -196,4 +216,12 @@ export class SendQueue {
       this.sql.exec('DELETE FROM sends WHERE name = ?', send.name);
     }
   }
+}
+
+/**
+ * Nothing was sent because no gateway could take it (none held the account, its socket was gone, or
+ * the server could not be reached): a later try may succeed. A refusal by the server is final.
+ */
+export function isNoGateway(answer: CommandAnswer<unknown>): boolean {
+  return !answer.ok && answer.nothing_sent === true && answer.kind === 'provider_error';
 }

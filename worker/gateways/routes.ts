@@ -12,8 +12,11 @@ import {
   LeaseRequest,
   ReleaseRequest,
   SendOutcome,
+  StagedUploadComplete,
   StatusRequest,
   type LeaseResponse,
+  type StagedPart,
+  type StagedUpload,
   type MailboxConfig,
 } from '../../common/relay.ts';
 import type { AppEnv } from '../env.ts';
@@ -26,6 +29,7 @@ import { notifyGateway } from './registry.ts';
 import { parseId } from '../lib/ids.ts';
 import { parseOrThrow } from '../lib/validation.ts';
 import { OUTGOING_NAME, outgoingBlobKey, settleOutgoing } from '../send/outgoing.ts';
+import { settleUnknownSchedule } from '../send/scheduled.ts';
 import { blobKeys } from '../emails/store.ts';
 import { accountObject } from '../durable/account-stub.ts';
 import type { AppliedChanges } from '../durable/account-object.ts';
@@ -45,6 +49,13 @@ interface AccountSecretsRow {
   smtp_encryption: 'SSL' | 'STARTTLS' | 'NONE';
   smtp_user: string;
   credentials: string;
+}
+
+/** The R2 key of the staged source the path names. */
+function stagedKey(c: Context<AppEnv>): string {
+  const sha256 = c.req.param('sha256') ?? '';
+  if (!/^[0-9a-f]{64}$/.test(sha256)) throw new ApiError('not_found', 'No such source');
+  return blobKeys.staged(accountIdParam(c), sha256);
 }
 
 /** The signed JSON body of a gateway call (auth.ts checked the signature), validated. */
@@ -88,6 +99,17 @@ async function mailboxConfig(c: Context<AppEnv>, row: AccountSecretsRow): Promis
 
 const leaseLost = (detail: string) =>
   Response.json({ status: 409, type: LEASE_LOST_TYPE, title: 'Lease lost', detail }, { status: 409 });
+
+/**
+ * A source staged for a removed account would outlive its purge: refused (the gateway drops the
+ * account, as for a lost lease). Null when the account is live.
+ */
+async function refusedForRemoved(c: Context<AppEnv>): Promise<Response | null> {
+  const live = await c.env.DB.prepare('SELECT 1 AS live FROM accounts WHERE id = ? AND removed_at_ms IS NULL')
+    .bind(accountIdParam(c))
+    .first<{ live: number }>();
+  return live ? null : leaseLost('the account was removed');
+}
 
 /**
  * A 409 when another live process uses the caller's gateway id (fleet.ts `registerGateway`), else
@@ -195,10 +217,49 @@ export const gatewayRoutes = new Hono<AppEnv>()
     const length = Number(c.req.header('content-length'));
     if (!c.req.raw.body || !Number.isSafeInteger(length) || length <= 0)
       throw new ApiError('invalid_parameters', 'content-length: a staged source needs its length');
+    const refused = await refusedForRemoved(c);
+    if (refused) return refused;
     await c.env.BLOBS.put(blobKeys.staged(accountIdParam(c), sha256), c.req.raw.body, {
       sha256,
       httpMetadata: { contentType: 'message/rfc822' },
     });
+    return c.json({ ok: true });
+  })
+
+  // A very large source in parts (R2 multipart upload, `STAGE_PART_BYTES` a part): no call carries
+  // more than a part, and no invocation holds more than one.
+  .post('/accounts/:id/sources/:sha256/uploads', async (c) => {
+    await readSignedBody(c);
+    const refused = await refusedForRemoved(c);
+    if (refused) return refused;
+    const upload = await c.env.BLOBS.createMultipartUpload(stagedKey(c), {
+      httpMetadata: { contentType: 'message/rfc822' },
+    });
+    const answer: StagedUpload = { upload_id: upload.uploadId };
+    return c.json(answer);
+  })
+  .put('/accounts/:id/sources/:sha256/uploads/:upload/:part', async (c) => {
+    const part = Number(c.req.param('part'));
+    if (!Number.isInteger(part) || part < 1 || part > 10_000) throw new ApiError('not_found', 'No such part');
+    const bytes = await readSignedBody(c);
+    if (bytes.byteLength === 0) throw new ApiError('invalid_parameters', 'body: a part needs bytes');
+    const upload = c.env.BLOBS.resumeMultipartUpload(stagedKey(c), c.req.param('upload'));
+    const uploaded = await upload.uploadPart(part, bytes);
+    const answer: StagedPart = { etag: uploaded.etag };
+    return c.json(answer);
+  })
+  .post('/accounts/:id/sources/:sha256/uploads/:upload/complete', async (c) => {
+    const { parts } = await signedBody(c, StagedUploadComplete);
+    const refused = await refusedForRemoved(c);
+    if (refused) return refused;
+    const key = stagedKey(c);
+    const upload = c.env.BLOBS.resumeMultipartUpload(key, c.req.param('upload'));
+    try {
+      await upload.complete(parts.map((p) => ({ partNumber: p.part, etag: p.etag })));
+    } catch (err) {
+      // A retried call whose first attempt completed it (its answer was lost): the source is there.
+      if (!(await c.env.BLOBS.head(key))) throw err;
+    }
     return c.json({ ok: true });
   })
 
@@ -213,7 +274,10 @@ export const gatewayRoutes = new Hono<AppEnv>()
   // The late outcome of a send the Worker may have stopped waiting for (send/idempotency.ts).
   .post('/accounts/:id/outcomes', async (c) => {
     const { message_id, sent, detail } = await signedBody(c, SendOutcome);
-    await settleOutgoing(c.env.DB, accountIdParam(c), message_id, sent ? 'sent' : 'failed', detail);
+    const accountId = accountIdParam(c);
+    // Settled only now: the send's outcome was unknown until this report, its schedule's too.
+    if (await settleOutgoing(c.env.DB, accountId, message_id, sent ? 'sent' : 'failed', detail))
+      await settleUnknownSchedule(c.env.DB, accountId, message_id, sent, detail);
     return c.json({ ok: true });
   })
 

@@ -38,7 +38,14 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
     if (mode === 'draft' && !folder)
       throw new ApiError('provider_rejected', 'The mailbox has no Drafts folder to save the draft in.');
     if (sendAtMs !== null)
-      return scheduleComposed(c.env, request, { account, message, tracking }, folder?.provider_id ?? null, sendAtMs);
+      return scheduleComposed(
+        c.env,
+        claim,
+        request,
+        { account, message, tracking },
+        folder?.provider_id ?? null,
+        sendAtMs,
+      );
 
     // A place in the account's queue of sends before anything is stored: a full queue is a 429.
     const stub = accountObject(c.env, account.id);

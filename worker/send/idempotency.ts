@@ -230,6 +230,13 @@ async function resolveUnresolved(
       )
       .bind(code, json, scope, key)
       .run();
+  const schedule = row.pending_json?.includes('"object":"EmailScheduled"')
+    ? await scheduleState(db, row.account_id!, row.message_id!)
+    : null;
+  if (schedule === 'listed') {
+    await complete(202, row.pending_json!);
+    return 'completed';
+  }
   if (outgoing && (outgoing.outcome === 'sent' || outgoing.synced) && row.pending_json) {
     await complete(200, row.pending_json);
     return 'completed';
@@ -252,4 +259,16 @@ async function resolveUnresolved(
     return 'completed';
   }
   return 'waiting';
+}
+
+/**
+ * A key handed on for a scheduled send: 'listed' once its schedule is (the account's object lists
+ * only what it will send), else 'unlisted' (the object never took it, or has not yet).
+ */
+async function scheduleState(db: D1Database, accountId: string, messageId: string): Promise<'listed' | 'unlisted'> {
+  const row = await db
+    .prepare('SELECT 1 AS found FROM scheduled_emails WHERE account_id = ? AND message_id = ?')
+    .bind(accountId, messageId)
+    .first<{ found: number }>();
+  return row ? 'listed' : 'unlisted';
 }

@@ -42,13 +42,14 @@ export async function settleOutgoing(
   messageId: string,
   outcome: Exclude<OutgoingOutcome, 'pending'>,
   detail: string | null = null,
-): Promise<void> {
-  await db
+): Promise<boolean> {
+  const result = await db
     .prepare(
       "UPDATE outgoing_messages SET outcome = ?, outcome_detail = ? WHERE account_id = ? AND message_id = ? AND outcome = 'pending'",
     )
     .bind(outcome, detail, accountId, messageId)
     .run();
+  return result.meta.changes > 0;
 }
 
 /** A send that failed never reaches a mailbox: forget it. */

@@ -9,10 +9,11 @@ import { randomToken } from '../lib/crypto.ts';
 import { accountObject } from '../durable/account-stub.ts';
 import type { ComposeBody, Composed } from './compose.ts';
 import { forgetOutgoing, outgoingBlobKey, recordOutgoing } from './outgoing.ts';
-import { insertScheduled } from './scheduled.ts';
+import type { Claim } from './idempotency.ts';
 
 export async function scheduleComposed(
   env: Env,
+  claim: Claim,
   request: ComposeBody,
   { account, message, tracking }: Composed,
   sentFolder: string | null,
@@ -22,6 +23,14 @@ export async function scheduleComposed(
   const name = randomToken('', 20);
   const key = outgoingBlobKey(account.id, name);
   const sendAt = iso(sendAtMs);
+  const answer = {
+    object: 'EmailScheduled' as const,
+    id,
+    account_id: account.id,
+    send_at: sendAt,
+    message_id: message.message_id,
+    status: 'scheduled' as const,
+  };
   let recorded = false;
   try {
     await env.BLOBS.put(key, JSON.stringify(message), { httpMetadata: { contentType: 'application/json' } });
@@ -36,37 +45,27 @@ export async function scheduleComposed(
       created_at: isoNow(),
     });
     recorded = true;
-    await insertScheduled(env.DB, {
-      id,
-      account_id: account.id,
-      send_at: sendAt,
-      created_at: isoNow(),
-      message_id: message.message_id,
-      subject: request.subject ?? null,
-      to_json: JSON.stringify(request.to ?? []),
-      status: 'scheduled',
-      error: null,
-    }).run();
-    await accountObject(env, account.id).schedule({
-      id,
-      account_id: account.id,
-      send_at_ms: sendAtMs,
-      name,
-      message_id: message.message_id,
-      append_to: sentFolder,
-    });
+    // From here the key is settled by the schedule (send/idempotency.ts), never taken over.
+    await claim.handed(account.id, message.message_id, answer);
+    // The object records it, then lists it (scheduled_emails): a listed schedule is one it will send.
+    await accountObject(env, account.id).schedule(
+      { id, account_id: account.id, send_at_ms: sendAtMs, name, message_id: message.message_id, append_to: sentFolder },
+      {
+        id,
+        account_id: account.id,
+        send_at: sendAt,
+        created_at: isoNow(),
+        message_id: message.message_id,
+        subject: request.subject ?? null,
+        to_json: JSON.stringify(request.to ?? []),
+        status: 'scheduled',
+        error: null,
+      },
+    );
   } catch (err) {
-    await env.DB.prepare('DELETE FROM scheduled_emails WHERE id = ?').bind(id).run();
     if (recorded) await forgetOutgoing(env.DB, account.id, message.message_id);
     await env.BLOBS.delete(key);
     throw err;
   }
-  return {
-    object: 'EmailScheduled' as const,
-    id,
-    account_id: account.id,
-    send_at: sendAt,
-    message_id: message.message_id,
-    status: 'scheduled' as const,
-  };
+  return answer;
 }

@@ -96,6 +96,26 @@ export async function setScheduledStatus(
     .run();
 }
 
+/**
+ * A scheduled send whose outcome was unknown (its outgoing record was still pending) learns it from
+ * the gateway's late report: `sent`, or `failed` with what the server said.
+ */
+export async function settleUnknownSchedule(
+  db: D1Database,
+  accountId: string,
+  messageId: string,
+  sent: boolean,
+  detail: string | null,
+): Promise<void> {
+  await db
+    .prepare(
+      `UPDATE scheduled_emails SET status = ?, error = ?, ended_at_ms = coalesce(ended_at_ms, ?)
+       WHERE account_id = ? AND message_id = ? AND status IN ('sending', 'failed')`,
+    )
+    .bind(sent ? 'sent' : 'failed', sent ? null : detail, Date.now(), accountId, messageId)
+    .run();
+}
+
 export async function loadScheduled(db: D1Database, id: string): Promise<ScheduledRow | null> {
   return db
     .prepare(`SELECT * FROM scheduled_emails WHERE id = ? AND account_id NOT IN (${REMOVED_ACCOUNTS})`)

@@ -15,6 +15,7 @@ import { applyFolders } from './folders.ts';
 import type { InitialSync } from './initial-sync.ts';
 import { applyFlags, applySnapshot, applyVanished, detachStale } from './memberships.ts';
 import { applyMessages } from './messages.ts';
+import { folderProblem } from './problems.ts';
 import type { SyncStats } from './stats.ts';
 import {
   emptyResult,
@@ -105,6 +106,8 @@ export class ChangeApplier {
       case 'passed':
         this.recordPass(change);
         return emptyResult();
+      case 'folder_problem':
+        return folderProblem(state, change.path, change.problem);
     }
   }
 
@@ -124,8 +127,8 @@ export class ChangeApplier {
   }
 
   /**
-   * Everything up to the cursor was reported. When that ends the re-read of a renumbered folder,
-   * the memberships it did not find again are gone (their emails get email.update or are orphaned).
+   * Everything up to the cursor was reported. When that ends the re-read of a renumbered folder
+   * (the cursor reaches `resync_to`), the memberships it did not find again are gone (their emails get email.update or are orphaned).
    */
   private async advanceCursor(change: Extract<Change, { type: 'cursor' }>): Promise<ChangeResult> {
     const result = emptyResult();
@@ -133,7 +136,8 @@ export class ChangeApplier {
     if (!cursor || cursor.uidvalidity !== change.uidvalidity) return result;
     cursor.last_uid = Math.max(cursor.last_uid, change.last_uid);
     cursor.highest_modseq = change.highest_modseq;
-    if (cursor.resync) {
+    // A re-read ends once the folder was read up to where it ended when the re-read began.
+    if (cursor.resync && cursor.last_uid >= cursor.resync_to) {
       const folder = this.state.folders.get(change.path);
       if (folder) await detachStale(this.state, folder, result);
       cursor.resync = false;

@@ -59,9 +59,12 @@ export async function buildEmailRow(e: NewEmail, raw: Uint8Array, blobs: BlobWri
   const isDraft = e.flags.draft || e.folder.role === 'DRAFTS';
 
   // A staged source already is in R2: it becomes the raw source as it is (no second copy of a large message).
-  const rawKey = message.staged
-    ? blobKeys.staged(accountId, message.staged)
-    : blobs.put(blobKeys.raw(accountId, digest), raw, 'message/rfc822');
+  // A message over the gateway's limit came without its body: it has no raw source (sync/sources.ts).
+  const rawKey = message.too_large
+    ? null
+    : message.staged
+      ? blobKeys.staged(accountId, message.staged)
+      : blobs.put(blobKeys.raw(accountId, digest), raw, 'message/rfc822');
   const headersJson = JSON.stringify(mail.headers);
   const bodiesOutside = utf8Over(mail.html + mail.plain, INLINE_BODY_MAX_BYTES);
   const headersOutside = utf8Over(headersJson, INLINE_HEADERS_MAX_BYTES);

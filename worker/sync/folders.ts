@@ -145,6 +145,7 @@ async function reconcileCursor(
       last_uid: baseline ? Math.max(0, info.uidnext - 1) : 0,
       highest_modseq: baseline ? info.highest_modseq : null,
       resync: false,
+      resync_to: 0,
       missing: 0,
       passed: 0,
     });
@@ -161,7 +162,14 @@ async function reconcileCursor(
   }
   // The server renumbered the folder: read it again; emails keep their ids (see memberships.ts).
   await markStale(state, state.folders.get(info.path)!, result);
-  Object.assign(cursor, { uidvalidity: info.uidvalidity, last_uid: 0, highest_modseq: null, resync: true, passed: 0 });
+  Object.assign(cursor, {
+    uidvalidity: info.uidvalidity,
+    last_uid: 0,
+    highest_modseq: null,
+    resync: true,
+    resync_to: Math.max(0, info.uidnext - 1),
+    passed: 0,
+  });
 }
 
 /**

@@ -16,28 +16,20 @@ import type { AttachmentRow, EmailRecord, EmailRow } from '../emails/present.ts'
 import { blobKeys, loadEmailRecords } from '../emails/store.ts';
 import type { FolderRow } from '../folders/present.ts';
 import type { ParsedMessage } from '../ingest/types.ts';
-import { fromBase64 } from '../lib/crypto.ts';
 import { isoNow } from '../lib/time.ts';
-import { outgoingByMessageId, outgoingFields, type OutgoingRecord } from '../send/outgoing.ts';
+import { outgoingFields, type OutgoingRecord } from '../send/outgoing.ts';
 import { Threader, threadedMessage } from '../threads/threader.ts';
 import { attachmentRows, buildEmailRow } from './email-row.ts';
-import { copyIdentity, emailsByBaseIdentity } from './identity.ts';
-import { flagState, membershipsByUid, membershipsOf, refreshEmails, target, type FlagState } from './memberships.ts';
+import { copyIdentity } from './identity.ts';
+import { flagState, membershipsByUid, refreshEmails, target, type FlagState } from './memberships.ts';
 import { NewMailRows } from './new-mail.ts';
-import { prepareMessage } from './prepare.ts';
 import { SeparateObjects, Segment, type BlobWriter } from './segment.ts';
+import { tooLargeNotice } from './sources.ts';
+import { lookupsFor, parseArrivals, type Arrival } from './arrivals.ts';
 import { addEvent, emptyResult, endUnit, type ChangeResult, type SyncState } from './state.ts';
-import { timed } from './stats.ts';
 
 /** At most this many email.update events for one thread merge (a runaway merge stays bounded). */
 const MAX_MERGE_EVENTS = 500;
-
-interface Arrival {
-  message: MessageIn;
-  raw: Uint8Array;
-  mail: ParsedMessage;
-  base: string;
-}
 
 type Vanishing = NonNullable<Extract<Change, { type: 'messages' }>['vanishing']>;
 
@@ -78,47 +70,20 @@ export async function applyMessages(
     );
   else cursor.last_uid = Math.max(cursor.last_uid, ...messages.map((m) => m.uid));
   if (fresh.length === 0) return result;
+  const tooLarge = fresh.find((m) => m.too_large);
+  if (tooLarge)
+    result.statements.push(
+      db
+        .prepare('UPDATE accounts SET last_error = ?, updated_at = ? WHERE id = ?')
+        .bind(tooLargeNotice(path, tooLarge), isoNow(), state.account.accountId),
+    );
 
   const stats = state.stats;
   if (stats) stats.messages += fresh.length;
-  const arrivals: Arrival[] = await timed(stats, 'parseMs', () =>
-    Promise.all(
-      fresh.map(async (message) => {
-        const ready = state.prepared?.get(message);
-        if (ready) return { message, ...ready };
-        const raw = message.staged ? await stagedSource(state, message.staged) : fromBase64(message.raw);
-        return { message, ...(await prepareMessage(message, raw)) };
-      }),
-    ),
-  );
+  const arrivals = await parseArrivals(state, fresh);
   const accountId = state.account.accountId;
   const threader = new Threader(db, accountId);
-  // Everything the decisions below need, one query per kind for the whole change.
-  const { copies, placed, outgoing, repliedTo } = await timed(stats, 'lookupMs', async () => {
-    const copies = await emailsByBaseIdentity(
-      db,
-      accountId,
-      arrivals.map((a) => a.base),
-    );
-    const [placed, outgoing, repliedTo] = await Promise.all([
-      membershipsOf(
-        state,
-        [...copies.values()].flat().map((e) => e.id),
-      ),
-      outgoingByMessageId(
-        db,
-        accountId,
-        arrivals.flatMap((a) => a.mail.message_id ?? []),
-      ),
-      // What the new emails answer, for `in_reply_to.id` in their events (emails of this change join as they are made).
-      emailIdsByMessageId(
-        state,
-        arrivals.flatMap((a) => a.mail.in_reply_to ?? []),
-      ),
-      threader.prefetch(arrivals.map((a) => threadedMessage(a.mail, 0, a.message.gm_thrid))),
-    ]);
-    return { copies, placed, outgoing, repliedTo };
-  });
+  const { copies, placed, outgoing, repliedTo } = await lookupsFor(state, arrivals, threader);
   const buildStart = performance.now();
   const rows = new NewMailRows(accountId);
   const segment = await Segment.of(
@@ -216,13 +181,6 @@ function arrivedBeforeConnect(message: MessageIn, connectedAtMs: number): boolea
   return Date.parse(message.internal_date) < Math.floor(connectedAtMs / 1000) * 1000;
 }
 
-/** A source the gateway staged in R2 before the change (see `MessageIn.staged`). */
-async function stagedSource(state: SyncState, sha256: string): Promise<Uint8Array> {
-  const object = await state.env.BLOBS.get(blobKeys.staged(state.account.accountId, sha256));
-  if (!object) throw new Error(`the staged source ${sha256} is missing`);
-  return new Uint8Array(await object.arrayBuffer());
-}
-
 /** Among copies not in the folder yet, the one a move most likely came from: an orphan, else one leaving its place. */
 function pickElsewhere(candidates: EmailRow[], isLeaving: (e: EmailRow) => boolean): EmailRow | undefined {
   return candidates.find((e) => e.orphaned_at_ms != null) ?? candidates.find(isLeaving) ?? candidates[0];
@@ -314,17 +272,4 @@ async function threadMergeEvents(
   for (const record of await loadEmailRecords(state.env, results)) {
     addEvent(state, result, 'email.update', emailEventData({ ...record, row: { ...record.row, thread_id: threadId } }));
   }
-}
-
-/** Ids of this account's emails by Message-ID (the earliest one when several share it), in one query. */
-async function emailIdsByMessageId(state: SyncState, messageIds: string[]): Promise<Map<string, string>> {
-  const out = new Map<string, string>();
-  if (messageIds.length === 0) return out;
-  const { results } = await state.env.DB.prepare(
-    'SELECT id, message_id FROM emails WHERE account_id = ? AND message_id IN (SELECT value FROM json_each(?)) ORDER BY date_ms DESC',
-  )
-    .bind(state.account.accountId, JSON.stringify([...new Set(messageIds)]))
-    .all<{ id: string; message_id: string }>();
-  for (const r of results) out.set(r.message_id, r.id);
-  return out;
 }

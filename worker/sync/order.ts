@@ -4,6 +4,7 @@
  * applied (stream, n) is kept in the account object's storage with the cursors, so a restarted
  * object still knows it. A new stream (n = 0) replaces the old one: what is left of the old stream
  * is refused, and a refused batch makes the gateway start a new stream from the Worker's cursors.
+ * A batch of a gateway session that has ended (its gateway started a later one since) is refused.
  */
 import type { ChangesSequence } from '../../common/relay.ts';
 import type { AccountStore } from '../durable/account-store.ts';
@@ -30,8 +31,19 @@ export class ChangeOrder {
     return stream === null || n === null ? null : { stream, n: Number(n) };
   }
 
+  /**
+   * A batch of a session of this gateway that has ended: a later session of the same gateway has
+   * had a batch applied (another gateway's sessions are told apart by the lease).
+   */
+  private sessionEnded(seq: ChangesSequence, gatewayId: string): boolean {
+    if (seq.session === undefined) return false;
+    const [holder, session] = (this.store.meta('changes_session') ?? '').split(' ');
+    return holder === gatewayId && seq.session < Number(session);
+  }
+
   /** Where this batch stands now (called again inside the object's serialized section, where it decides). */
-  turn(seq: ChangesSequence): Turn {
+  turn(seq: ChangesSequence, gatewayId: string): Turn {
+    if (this.sessionEnded(seq, gatewayId)) return 'refused';
     const last = this.last();
     if (last && last.stream === seq.stream) {
       if (seq.n <= last.n) return 'applied';
@@ -42,9 +54,14 @@ export class ChangeOrder {
   }
 
   /** Waits until the batch before this one was applied (or this one's stream was replaced), at most WAIT_FOR_TURN_MS. */
-  async waitForTurn(seq: ChangesSequence): Promise<void> {
+  async waitForTurn(seq: ChangesSequence, gatewayId: string): Promise<void> {
     const deadline = Date.now() + WAIT_FOR_TURN_MS;
-    while (this.turn(seq) === 'refused' && Date.now() < deadline && !this.replaced(seq)) {
+    while (
+      this.turn(seq, gatewayId) === 'refused' &&
+      Date.now() < deadline &&
+      !this.replaced(seq) &&
+      !this.sessionEnded(seq, gatewayId)
+    ) {
       await new Promise<void>((resolve) => {
         const wake = () => {
           clearTimeout(timer);
@@ -64,8 +81,10 @@ export class ChangeOrder {
   }
 
   /** Records the batch as applied (after its changes committed) and wakes the batches waiting. */
-  applied(seq: ChangesSequence): void {
+  applied(seq: ChangesSequence, gatewayId: string): void {
     this.seen.add(seq.stream);
+    if (seq.session !== undefined && !this.sessionEnded(seq, gatewayId))
+      this.store.setMeta('changes_session', `${gatewayId} ${seq.session}`);
     this.store.setMeta('changes_stream', seq.stream);
     this.store.setMeta('changes_n', String(seq.n));
     for (const wake of [...this.waiting]) wake();

@@ -24,8 +24,19 @@ export interface PreparedMessage {
 /** Per change, per message (same positions as the changes): what was prepared, or null. */
 export type Prepared = (PreparedMessage | null)[][];
 
-export async function prepareMessage(message: MessageIn, raw: Uint8Array): Promise<PreparedMessage> {
-  const mail = await parseMessage(raw);
+/**
+ * What a parse of a source's head lists (sync/sources.ts): its last attachment may end past the
+ * head, so it is left out of the list (the raw source still has it).
+ */
+function partOfHead(mail: ParsedMessage): ParsedMessage {
+  if (!mail.attachments.length) return mail;
+  return { ...mail, attachments: mail.attachments.slice(0, -1), has_attachments: true };
+}
+
+/** Parses a source; `cut`: only its head was read (sync/sources.ts). */
+export async function prepareMessage(message: MessageIn, raw: Uint8Array, cut = false): Promise<PreparedMessage> {
+  const parsed = await parseMessage(raw);
+  const mail = cut ? partOfHead(parsed) : parsed;
   return { raw, mail, base: await identityOf(message, mail) };
 }
 

@@ -3,12 +3,13 @@
  * that fails is retried message by message, and a message that keeps failing (several attempts,
  * spread over time, counted in the account object's storage) is recorded with its reason and
  * passed over, so its folder moves on. Anything else that fails fails the batch, and the gateway
- * sends it again.
+ * sends it again; when it keeps failing, the account's `last_error` says which folder and why.
  */
 import type { Change } from '../../common/relay.ts';
 import type { AccountStore } from '../durable/account-store.ts';
 import type { ChangeApplier } from './apply.ts';
 import type { InitialSyncFolder } from './initial-sync.ts';
+import { folderProblem } from './problems.ts';
 import type { ChangeResult, CursorState } from './state.ts';
 
 /** A message is given up on after this many failed attempts, the first at least this long ago. */
@@ -35,7 +36,7 @@ async function runOne(deps: RunDeps, change: Change): Promise<void> {
     await deps.commit(await applier.apply(change));
   } catch (err) {
     restore(applier, before);
-    if (change.type !== 'messages') throw err;
+    if (change.type !== 'messages') return giveUpOrThrow(deps, change, err);
     if (change.messages.length > 1) {
       // Find the message at fault: the others go through on their own.
       for (const message of change.messages) await runOne(deps, { ...change, messages: [message] });
@@ -58,10 +59,51 @@ async function runOne(deps: RunDeps, change: Change): Promise<void> {
   }
   // Progress is recorded only after the change's rows are committed.
   store.saveCursors(applier.cursors);
-  // A message that failed before and went through now is no failure any more.
+  // A message (or a folder's change) that failed before and went through now is no failure any more.
   if (change.type === 'messages')
     for (const message of change.messages) store.clearFailure(change.path, change.uidvalidity, message.uid);
+  else {
+    const { path, uidvalidity } = folderOf(change);
+    store.clearFailure(path, uidvalidity, FOLDER_CHANGE_UID);
+  }
   if (applier.initialSync) store.saveInitialSync(applier.initialSync);
+}
+
+/** The failure record of a folder's change that is not a message (messages have UIDs from 1). */
+const FOLDER_CHANGE_UID = 0;
+
+/** What a change that is not a message addresses (the folder listing: no folder). */
+function folderOf(change: Change): { path: string; uidvalidity: number } {
+  return 'path' in change
+    ? { path: change.path, uidvalidity: 'uidvalidity' in change ? change.uidvalidity : 0 }
+    : { path: '', uidvalidity: 0 };
+}
+
+/**
+ * A change other than new mail that failed. A platform error is retried (the gateway sends the
+ * batch again). One that keeps failing (as long as a message is given) is made visible: the
+ * account's `last_error` names its folder and the reason; a piece of a folder's flags, expunges or
+ * snapshot is then passed over, so the folder and the rest of the account go on (a flag or an
+ * expunge seen later corrects it); any other change keeps being retried.
+ */
+async function giveUpOrThrow(
+  deps: RunDeps,
+  change: Exclude<Change, { type: 'messages' }>,
+  err: unknown,
+): Promise<void> {
+  if (isTransient(err)) throw err;
+  const { path, uidvalidity } = folderOf(change);
+  const reason = describe(err);
+  const now = Date.now();
+  const failure = deps.store.recordFailure(path, uidvalidity, FOLDER_CHANGE_UID, reason, now);
+  if (failure.attempts < GIVE_UP_ATTEMPTS || now - failure.first_failed_at < GIVE_UP_AFTER_MS) throw err;
+  const passedOver = change.type === 'flags' || change.type === 'vanished' || change.type === 'snapshot';
+  const problem = passedOver
+    ? `its ${change.type} could not be applied and were passed over: ${reason}`
+    : `a ${change.type} change keeps failing: ${reason}`;
+  await deps.commit(folderProblem(deps.applier.state, path || '(listing)', problem));
+  if (!passedOver) throw err;
+  deps.store.clearFailure(path, uidvalidity, FOLDER_CHANGE_UID);
 }
 
 /** The progress a change moves in memory, to be put back when the change does not commit. */

@@ -18,6 +18,11 @@ export interface CursorState {
   last_uid: number;
   highest_modseq: string | null;
   resync: boolean;
+  /**
+   * While `resync`: the folder's last UID when the re-read began (its UIDNEXT then, less one). The
+   * re-read ends only with a cursor at or above it: everything the folder held then was read again.
+   */
+  resync_to: number;
   /** Consecutive folder listings that did not include this folder (deleted only when confirmed). */
   missing: number;
   /**

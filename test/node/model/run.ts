@@ -58,6 +58,11 @@ export async function runModel(options: ModelOptions): Promise<ModelFigures> {
     counts: {},
     trace: [],
     leaveOut: new Set(options.leaveOut ?? []),
+    killGateway: async () => {
+      await gateway.kill('SIGKILL');
+      gateway = options.startGateway();
+      kills++;
+    },
   };
   let gateway = options.gateway;
   let kills = 0;
@@ -81,9 +86,7 @@ export async function runModel(options: ModelOptions): Promise<ModelFigures> {
       log(`step ${step}: ${(err as Error).message}`);
     }
     if (step % options.killEvery === 0) {
-      await gateway.kill('SIGKILL');
-      gateway = options.startGateway();
-      kills++;
+      await ctx.killGateway();
       ctx.trace.push(`step ${step}: gateway killed and restarted`);
     }
     if (step % options.checkEvery === 0 || step === options.steps) {

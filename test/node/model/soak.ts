@@ -17,6 +17,12 @@ const { mail, service, gateway } = await startEndToEnd('gw-soak', env, { without
 if (without.length) console.log(`soak: Dovecot without ${without.join(', ')}`);
 if (defaults) console.log('soak: the gateway at its shipped settings (15 s poll)');
 let failed = true;
+/** What the gateways and the Worker said last: set GATEWAY_LOG_LEVEL=debug for every pass. */
+const printTails = () => {
+  for (const [i, g] of service.gateways.entries())
+    console.log(`--- gateway ${i} (tail) ---\n${g.log.slice(-150).join('\n')}`);
+  console.log(`--- worker (tail) ---\n${service.workerLog.slice(-200).join('\n')}`);
+};
 try {
   const account = await connectMailbox(service, mail.info(), 'alice');
   const figures = await runModel({
@@ -34,12 +40,11 @@ try {
   });
   console.log(JSON.stringify(figures, null, 2));
   failed = figures.problems.length > 0;
-  if (failed) {
-    // What the gateways said last: set GATEWAY_LOG_LEVEL=debug for every pass.
-    for (const [i, g] of service.gateways.entries())
-      console.log(`--- gateway ${i} (tail) ---\n${g.log.slice(-150).join('\n')}`);
-    console.log(`--- worker (tail) ---\n${service.workerLog.slice(-200).join('\n')}`);
-  }
+  if (failed) printTails();
+} catch (err) {
+  // The run itself broke (the Worker or a server stopped answering): what they said last.
+  console.log(`soak: the run broke: ${(err as Error).stack ?? err}`);
+  printTails();
 } finally {
   await stopEndToEnd({ mail, service });
 }

@@ -1,0 +1,116 @@
+/**
+ * What the Worker asks of D1 and how often it is invoked, for benchmarks (`npm run bench latency`):
+ * on only when the var D1_METER is "true" (never in production). Totals since the isolate started
+ * (in local workerd the Worker and its objects share one isolate), logged as one `d1 meter {…}`
+ * line at most once a second, when D1 is used: statements, writing statements (INSERT, UPDATE,
+ * DELETE, REPLACE), rows written as D1 reports them (indexes included, as Cloudflare bills them),
+ * and invocations by kind (a fetch by its route, a queue batch, a scheduled run).
+ */
+import type { Env } from '../env.ts';
+
+interface Totals {
+  statements: number;
+  writes: number;
+  rows_written: number;
+  invocations: Record<string, number>;
+}
+
+const totals: Totals = { statements: 0, writes: 0, rows_written: 0, invocations: {} };
+let loggedAt = 0;
+const metered = new WeakSet<object>();
+
+const enabled = (env: Env) => env.D1_METER === 'true';
+
+/** Counts one invocation of the Worker (`kind`: a route, `queue`, `scheduled`). */
+export function meterInvocation(env: Env, kind: string): void {
+  if (!enabled(env)) return;
+  totals.invocations[kind] = (totals.invocations[kind] ?? 0) + 1;
+}
+
+/** The kind of a fetch: its path with ids and hashes left out (`/internal/gateway/accounts/:id/changes`). */
+export function routeKind(request: Request): string {
+  const path = new URL(request.url).pathname
+    .split('/')
+    .map((part) => (/^[a-z]+_[0-9A-Za-z]{8,}$|^[0-9a-f]{32,}$/.test(part) ? ':id' : part))
+    .join('/');
+  return `${request.method} ${path}`;
+}
+
+/** Env with its D1 binding counted, when D1_METER is on; else env itself. */
+export function meteredEnv(env: Env): Env {
+  if (!enabled(env) || metered.has(env.DB)) return env;
+  const db = new Proxy(env.DB, {
+    get(target, prop) {
+      if (prop === 'prepare') return (sql: string) => meterStatement(target.prepare(sql), sql);
+      if (prop === 'batch')
+        return async (statements: D1PreparedStatement[]) => {
+          for (const statement of statements) countStatement(statement);
+          const results = await target.batch(statements);
+          for (const r of results) addRows(r.meta);
+          return results;
+        };
+      const value = Reflect.get(target, prop);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  metered.add(db);
+  return { ...env, DB: db };
+}
+
+function addRows(meta: { rows_written?: number } | undefined): void {
+  totals.rows_written += meta?.rows_written ?? 0;
+  log();
+}
+
+/**
+ * Counts the statement when it runs (alone or in a batch); patched in place, since D1's batch takes
+ * only its own statement objects. `first` runs as `all` to read the rows written.
+ */
+function meterStatement(statement: D1PreparedStatement, sql: string): D1PreparedStatement {
+  writing.set(statement, /^\s*(insert|update|delete|replace)\b/i.test(sql));
+  const bind = statement.bind.bind(statement);
+  statement.bind = (...values: unknown[]) => meterStatement(bind(...values), sql);
+  const count = () => countStatement(statement);
+  const all = statement.all.bind(statement);
+  const run = statement.run.bind(statement);
+  const raw = statement.raw.bind(statement);
+  statement.all = (async () => {
+    count();
+    const result = await all();
+    addRows(result.meta);
+    return result;
+  }) as typeof statement.all;
+  statement.run = (async () => {
+    count();
+    const result = await run();
+    addRows(result.meta);
+    return result;
+  }) as typeof statement.run;
+  statement.first = (async (column?: string) => {
+    count();
+    const result = await all<Record<string, unknown>>();
+    addRows(result.meta);
+    const row = result.results[0] ?? null;
+    return column === undefined ? row : (row?.[column] ?? null);
+  }) as typeof statement.first;
+  statement.raw = ((options?: { columnNames?: boolean }) => {
+    count();
+    return raw(options as { columnNames: true });
+  }) as typeof statement.raw;
+  return statement;
+}
+
+/** Whether each metered statement writes. */
+const writing = new WeakMap<D1PreparedStatement, boolean>();
+
+function countStatement(statement: D1PreparedStatement): void {
+  totals.statements += 1;
+  if (writing.get(statement)) totals.writes += 1;
+}
+
+function log(): void {
+  const now = Date.now();
+  if (now - loggedAt < 1000) return;
+  loggedAt = now;
+  console.log(`d1 meter ${JSON.stringify(totals)}`);
+}

@@ -11,7 +11,6 @@ import { hmacSha256, sha256Hex, toHex } from '../../common/crypto.ts';
 import { GATEWAY_SIGNATURE_HEADER, signRequest } from '../../common/signing.ts';
 import { createApp } from '../../worker/app.ts';
 import { MAX_INTERNAL_BODY_BYTES } from '../../worker/gateways/auth.ts';
-import { newId } from '../../worker/lib/ids.ts';
 import { expectError } from './helpers.ts';
 import { meteredEnv, newMeter } from './metered.ts';
 import { createSyncedAccount, GATEWAY_SECRET } from './sync-helpers.ts';

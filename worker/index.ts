@@ -13,7 +13,7 @@ export { GatewayObject } from './durable/gateway-object.ts';
 const app = createApp();
 
 export default {
-  fetch: (request, env, ctx) => {
+  fetch: (request: Request, env: Env, ctx: ExecutionContext) => {
     meterInvocation(env, routeKind(request));
     return app.fetch(request, meteredEnv(env), ctx);
   },

@@ -107,10 +107,7 @@ describe('tracking hits', () => {
 
   /** A hit from `address` (each address has its own budget of hits, tracking/limits.ts). */
   async function hit(url: string, address = '198.51.100.1') {
-    const request = new Request(url, { headers: { 'CF-Connecting-IP': address } }) as Request<
-      unknown,
-      IncomingRequestCfProperties
-    >;
+    const request = new Request(url, { headers: { 'CF-Connecting-IP': address } });
     const response = await worker.fetch(request, env, createExecutionContext());
     await response.arrayBuffer();
     return response.status;

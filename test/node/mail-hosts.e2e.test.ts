@@ -178,6 +178,15 @@ describe.skipIf(problem !== null)('mail hosts with ALLOW_PRIVATE_MAIL_HOSTS off'
         intervalMs: 200,
       });
     await becomes('running');
+    // The row says running from the connect on; wait for the gateway's own session to say so too, so
+    // that what follows is the failure of a later connect, not of the first.
+    await eventually(
+      () =>
+        gateway.log.some(
+          (l) => l.includes('"msg":"status"') && l.includes(account.id) && l.includes('"status":"running"'),
+        ) || null,
+      { what: "the gateway's session running", timeoutMs: 60_000, intervalMs: 200 },
+    );
 
     // A closed port at the allowed address: the server cannot be reached.
     await forwarder.close();

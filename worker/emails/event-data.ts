@@ -52,8 +52,8 @@ export async function completeEmailEvents<K extends string, T extends Record<K, 
       const id = snapshot.id as string;
       const email = stored.get(id);
       const base = email ? await presentStored(email, attachments.get(id) ?? []) : structuredClone(deleted.get(id));
-      // Snapshots written without `folder_ids` (the same list as `folders`, events.ts).
-      if ('folders' in snapshot && !('folder_ids' in snapshot)) snapshot.folder_ids = snapshot.folders;
+      // Snapshots written without `folders` (the same list as `folder_ids`, events.ts).
+      if ('folder_ids' in snapshot && !('folders' in snapshot)) snapshot.folders = snapshot.folder_ids;
       // Neither: the email went with its account (whose events then leave too).
       if (!base) return { ...row, [field]: JSON.stringify(withoutBodies(snapshot)) };
       for (const key of SNAPSHOT_KEYS) if (key in snapshot) base[key] = snapshot[key];

@@ -40,10 +40,10 @@ export const SNAPSHOT_KEYS = [
 ] as const;
 
 /**
- * Left out of the snapshot when written, though older snapshots hold them: `folder_ids` (the same
- * list as `folders`) and `attachments` (an email's attachments never change; read with the email).
+ * Left out of the snapshot when written, though older snapshots hold them: `folders` (the same
+ * list as `folder_ids`) and `attachments` (an email's attachments never change; read with the email).
  */
-const SNAPSHOT_DERIVED: ReadonlySet<string> = new Set(['folder_ids', 'attachments']);
+const SNAPSHOT_DERIVED: ReadonlySet<string> = new Set(['folders', 'attachments']);
 
 /** The snapshot's JSON of an email's list variant. */
 export function snapshotJson(email: Record<string, unknown>): string {

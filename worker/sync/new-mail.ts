@@ -125,7 +125,10 @@ export class NewMailRows {
           ]
         : []),
       ...insertRows(db, 'attachments', attachments.columns, attachments.values),
-      ...insertRows(db, 'thread_key_hashes', THREAD_KEY_COLUMNS, this.threadKeys, { orIgnore: true, hex: THREAD_KEY_HEX }),
+      ...insertRows(db, 'thread_key_hashes', THREAD_KEY_COLUMNS, this.threadKeys, {
+        orIgnore: true,
+        hex: THREAD_KEY_HEX,
+      }),
       ...countUpStatements(db, this.accountId, this.people, ownAddresses),
       ...this.merges,
     ];

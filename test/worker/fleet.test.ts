@@ -81,10 +81,7 @@ describe('a heartbeat', () => {
       }),
     );
     const writes = await env.DB.prepare('SELECT n FROM account_writes').first<{ n: number }>();
-    await env.DB.batch([
-      env.DB.prepare('DROP TRIGGER account_written'),
-      env.DB.prepare('DROP TABLE account_writes'),
-    ]);
+    await env.DB.batch([env.DB.prepare('DROP TRIGGER account_written'), env.DB.prepare('DROP TABLE account_writes')]);
     expect(res.status).toBe(200);
     expect(res.body.lost).toEqual([ids[500]]);
     expect(res.body.release).toEqual([]);

@@ -54,7 +54,12 @@ export class AccountStore {
       DROP TABLE IF EXISTS orphans;
     `);
     // How long a lease lasts is D1's to say, from its holder's heartbeat (durable/lease.ts).
-    if (this.sql.exec<{ name: string }>('PRAGMA table_info(lease)').toArray().some((c) => c.name === 'expires_at'))
+    if (
+      this.sql
+        .exec<{ name: string }>('PRAGMA table_info(lease)')
+        .toArray()
+        .some((c) => c.name === 'expires_at')
+    )
       this.sql.exec('ALTER TABLE lease DROP COLUMN expires_at');
     const columns = this.sql.exec<{ name: string }>('PRAGMA table_info(folder_cursors)').toArray();
     if (!columns.some((c) => c.name === 'missing'))

@@ -37,15 +37,7 @@ export async function registerGateway(
        OR gateways.instance = ?7
      RETURNING instance`,
   )
-    .bind(
-      caller.gateway_id,
-      caller.instance,
-      isoNow(),
-      now,
-      caller.capacity ?? null,
-      liveSince(env, now),
-      takeOverFrom,
-    )
+    .bind(caller.gateway_id, caller.instance, isoNow(), now, caller.capacity ?? null, liveSince(env, now), takeOverFrom)
     .first<{ instance: string }>();
   return row !== null;
 }

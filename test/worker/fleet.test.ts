@@ -203,6 +203,19 @@ describe('leases', () => {
     expect(released.status).toBe(200);
     expect(new Set((await heartbeat('gw-stay', [])).body.claimable)).toEqual(new Set(ids));
   });
+
+  it('of a silent gateway are offered to the others once its heartbeat ran out, not before', async () => {
+    const ids = await bulkAccounts('acc_silent', 4, 'gw-silent');
+    await heartbeat('gw-silent', ids);
+    await heartbeat('gw-alive', []);
+    const silentFor = (ms: number) =>
+      env.DB.prepare('UPDATE gateways SET last_seen_ms = ? WHERE id = ?').bind(Date.now() - ms, 'gw-silent').run();
+    // Within the lease time (60 s) its accounts are its own: gw-alive is offered none of them.
+    await silentFor(50_000);
+    expect((await heartbeat('gw-alive', [])).body.claimable).toEqual([]);
+    await silentFor(60_001);
+    expect(new Set((await heartbeat('gw-alive', [])).body.claimable)).toEqual(new Set(ids));
+  });
 });
 
 /** Opens a gateway's control socket as `instance`; the status when it is refused. */

@@ -209,7 +209,9 @@ describe('leases', () => {
     await heartbeat('gw-silent', ids);
     await heartbeat('gw-alive', []);
     const silentFor = (ms: number) =>
-      env.DB.prepare('UPDATE gateways SET last_seen_ms = ? WHERE id = ?').bind(Date.now() - ms, 'gw-silent').run();
+      env.DB.prepare('UPDATE gateways SET last_seen_ms = ? WHERE id = ?')
+        .bind(Date.now() - ms, 'gw-silent')
+        .run();
     // Within the lease time (60 s) its accounts are its own: gw-alive is offered none of them.
     await silentFor(50_000);
     expect((await heartbeat('gw-alive', [])).body.claimable).toEqual([]);

@@ -144,7 +144,7 @@ export async function run(): Promise<void> {
       NODE_EXTRA_CA_CERTS: mail.caFile,
       GATEWAY_LOG_LEVEL: 'debug',
       GATEWAY_HTTP_PORT: String(metricsPort),
-      ...(PROFILE_DIR ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${PROFILE_DIR}` } : {}),
+      ...(PROFILE_DIR ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-interval=2000 --cpu-prof-dir=${PROFILE_DIR}` } : {}),
     });
     const account = await connectMailbox(service, mail.info(), 'alice');
     const relayed: { at: number; sinceNotify: number }[] = [];
@@ -271,6 +271,8 @@ export async function run(): Promise<void> {
       );
     }
     await idler.logout();
+    // A CPU profile is written when the process exits of its own accord (the service's stop kills it).
+    if (PROFILE_DIR) await gateway.kill('SIGTERM');
   } finally {
     subscriber.close();
     await service.stop();

@@ -1,5 +1,5 @@
 /**
- * New-mail latency on a full gateway: one gateway holds N accounts (BENCH_LATENCY_ACCOUNTS, a list,
+ * New-mail latency on a full gateway: one gateway (started as `npm run gateway` starts it) holds N accounts (BENCH_LATENCY_ACCOUNTS, a list,
  * default "1,300,1000": the accounts are added step by step, all but alice idle). At each step, after
  * the accounts settled (BENCH_LATENCY_SETTLE_MS), BENCH_LATENCY_COUNT isolated messages (default 30)
  * go to alice, one every BENCH_LATENCY_GAP_MS (default 5,000), each timed from Postfix accepting it
@@ -26,6 +26,7 @@
  * the gateway runs with `node --cpu-prof` and writes its CPU profile there when it stops.
  */
 import { createServer } from 'node:http';
+import { gatewayCommand } from '../../scripts/gateway-command.mjs';
 import { loadavg } from 'node:os';
 import { deliver, openImap } from '../mailserver/client.ts';
 import { DEFAULT_USERS, startMailServer, type MailServer } from '../mailserver/mailserver.ts';
@@ -140,12 +141,21 @@ export async function run(): Promise<void> {
     });
     const metricsPort = await freePort();
     // Debug logging: per relayed pass, the time from IDLE notification to the Worker's acknowledgement.
-    const gateway = service.startGateway('bench-latency', {
-      NODE_EXTRA_CA_CERTS: mail.caFile,
-      GATEWAY_LOG_LEVEL: 'debug',
-      GATEWAY_HTTP_PORT: String(metricsPort),
-      ...(PROFILE_DIR ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-interval=2000 --cpu-prof-dir=${PROFILE_DIR}` } : {}),
-    });
+    // As `npm run gateway` starts it (package.json: V8 flags, malloc settings), which decide how it collects garbage.
+    const command = gatewayCommand(process.cwd());
+    const gateway = service.startGateway(
+      'bench-latency',
+      {
+        ...command.env,
+        NODE_EXTRA_CA_CERTS: mail.caFile,
+        GATEWAY_LOG_LEVEL: 'debug',
+        GATEWAY_HTTP_PORT: String(metricsPort),
+      },
+      [
+        ...command.args.slice(0, -1),
+        ...(PROFILE_DIR ? ['--cpu-prof', '--cpu-prof-interval=2000', `--cpu-prof-dir=${PROFILE_DIR}`] : []),
+      ],
+    );
     const account = await connectMailbox(service, mail.info(), 'alice');
     const relayed: { at: number; sinceNotify: number }[] = [];
     const relays: { at: number; roundTrip: number; encode: number }[] = [];

@@ -1,6 +1,7 @@
 /**
- * New-mail latency on a full gateway: one gateway (started as `npm run gateway` starts it) holds N accounts (BENCH_LATENCY_ACCOUNTS, a list,
- * default "1,300,1000": the accounts are added step by step, all but alice idle). At each step, after
+ * New-mail latency on a full gateway: one gateway (started as `npm run gateway` starts it) holds N
+ * accounts (BENCH_LATENCY_ACCOUNTS, a list, default "1,300,1000": the accounts are added step by
+ * step, all but alice idle). At each step, after
  * the accounts settled (BENCH_LATENCY_SETTLE_MS), BENCH_LATENCY_COUNT isolated messages (default 30)
  * go to alice, one every BENCH_LATENCY_GAP_MS (default 5,000), each timed from Postfix accepting it
  * to the subscriber receiving the signed `email.new`. The floor, measured for the same message: when

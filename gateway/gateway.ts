@@ -1,6 +1,6 @@
 /**
  * The gateway process: leases accounts through heartbeats, runs one AccountSync per leased
- * account and answers the Worker's requests on the control socket. Each heartbeat renews its leases
+ * account and answers the Worker's requests on the control socket. Each heartbeat keeps its leases
  * and says which accounts to take (its share of the fleet's lacks them) or hand over (its surplus);
  * a stopping gateway gives all its leases up at once for the others to take.
  */

@@ -1,6 +1,7 @@
 /**
- * New-mail latency on a full gateway: one gateway holds N accounts (BENCH_LATENCY_ACCOUNTS, a list,
- * default "1,300,1000": the accounts are added step by step, all but alice idle). At each step, after
+ * New-mail latency on a full gateway: one gateway (started as `npm run gateway` starts it) holds N
+ * accounts (BENCH_LATENCY_ACCOUNTS, a list, default "1,300,1000": the accounts are added step by
+ * step, all but alice idle). At each step, after
  * the accounts settled (BENCH_LATENCY_SETTLE_MS), BENCH_LATENCY_COUNT isolated messages (default 30)
  * go to alice, one every BENCH_LATENCY_GAP_MS (default 5,000), each timed from Postfix accepting it
  * to the subscriber receiving the signed `email.new`. The floor, measured for the same message: when
@@ -21,9 +22,13 @@
  * And what else ran: the gateway's event-loop delay (p50/p99/max, per 10 messages), and over a
  * window without mail (BENCH_LATENCY_IDLE_MS) what the idle accounts cost per minute: the gateway's
  * polls and calls to the Worker by call (its /metrics), the Worker's invocations by route, D1
- * statements, writing statements and rows written (the Worker's D1_METER totals).
+ * statements, writing statements and rows written (the Worker's D1_METER totals). Each step and
+ * idle window is printed with the machine's load average. BENCH_LATENCY_GATEWAY_PROFILE=<folder>:
+ * the gateway runs with `node --cpu-prof` and writes its CPU profile there when it stops.
  */
 import { createServer } from 'node:http';
+import { gatewayCommand } from '../../scripts/gateway-command.mjs';
+import { loadavg } from 'node:os';
 import { deliver, openImap } from '../mailserver/client.ts';
 import { DEFAULT_USERS, startMailServer, type MailServer } from '../mailserver/mailserver.ts';
 import { connectMailbox } from '../node/connect.ts';
@@ -38,6 +43,13 @@ const SETTLE_MS = Number(process.env.BENCH_LATENCY_SETTLE_MS ?? 40_000);
 /** Then a window without mail, for what the idle accounts cost per minute. */
 const IDLE_MS = Number(process.env.BENCH_LATENCY_IDLE_MS ?? 60_000);
 const CONNECT_CONCURRENCY = 8;
+/** A folder for the gateway's CPU profile (node --cpu-prof, written when it stops), if set. */
+const PROFILE_DIR = process.env.BENCH_LATENCY_GATEWAY_PROFILE;
+/** The machine's load: figures taken on a busy machine are read with it. */
+const load = () =>
+  loadavg()
+    .map((l) => l.toFixed(1))
+    .join(' ');
 
 /** Wall-clock ms: compared with the gateway's log times (another process). */
 const now = () => Date.now();
@@ -130,11 +142,21 @@ export async function run(): Promise<void> {
     });
     const metricsPort = await freePort();
     // Debug logging: per relayed pass, the time from IDLE notification to the Worker's acknowledgement.
-    const gateway = service.startGateway('bench-latency', {
-      NODE_EXTRA_CA_CERTS: mail.caFile,
-      GATEWAY_LOG_LEVEL: 'debug',
-      GATEWAY_HTTP_PORT: String(metricsPort),
-    });
+    // As `npm run gateway` starts it (package.json: V8 flags, malloc settings), which decide how it collects garbage.
+    const command = gatewayCommand(process.cwd());
+    const gateway = service.startGateway(
+      'bench-latency',
+      {
+        ...command.env,
+        NODE_EXTRA_CA_CERTS: mail.caFile,
+        GATEWAY_LOG_LEVEL: 'debug',
+        GATEWAY_HTTP_PORT: String(metricsPort),
+      },
+      [
+        ...command.args.slice(0, -1),
+        ...(PROFILE_DIR ? ['--cpu-prof', '--cpu-prof-interval=2000', `--cpu-prof-dir=${PROFILE_DIR}`] : []),
+      ],
+    );
     const account = await connectMailbox(service, mail.info(), 'alice');
     const relayed: { at: number; sinceNotify: number }[] = [];
     const relays: { at: number; roundTrip: number; encode: number }[] = [];
@@ -171,7 +193,9 @@ export async function run(): Promise<void> {
           service.query<{ n: number }>("SELECT COUNT(*) AS n FROM accounts WHERE status = 'running'")[0]?.n === step,
         { what: `${step} running accounts`, timeoutMs: 600_000, intervalMs: 1000 },
       );
-      console.log(`\n-- ${step} accounts on the gateway (added in ${((now() - t0) / 1000).toFixed(0)} s) --`);
+      console.log(
+        `\n-- ${step} accounts on the gateway (added in ${((now() - t0) / 1000).toFixed(0)} s; load average ${load()}) --`,
+      );
       await new Promise((r) => setTimeout(r, SETTLE_MS));
 
       await reportIdle(metricsPort, () => meter);
@@ -258,6 +282,8 @@ export async function run(): Promise<void> {
       );
     }
     await idler.logout();
+    // A CPU profile is written when the process exits of its own accord (the service's stop kills it).
+    if (PROFILE_DIR) await gateway.kill('SIGTERM');
   } finally {
     subscriber.close();
     await service.stop();
@@ -284,7 +310,7 @@ async function reportIdle(metricsPort: number, meter: () => MeterTotals): Promis
   const lag = ['p50', 'p99', 'max'].map((q) =>
     ((after.metrics.get(`nodejs_eventloop_lag_${q}_seconds`) ?? 0) * 1000).toFixed(0),
   );
-  console.log(`without mail, per minute (${minutes.toFixed(1)} min measured):`);
+  console.log(`without mail, per minute (${minutes.toFixed(1)} min measured; load average ${load()}):`);
   console.log(
     `  gateway: polls ${per(delta('mailbox_gateway_polls_total'))}; calls to the Worker: ${calls} (changes in them: ${relayed || 'none'}); event-loop delay p50/p99/max ${lag.join('/')} ms`,
   );

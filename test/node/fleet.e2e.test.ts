@@ -22,11 +22,12 @@ function startGateway(id: string, extra: Record<string, string> = {}): GatewayPr
   return gateway;
 }
 
-/** Accounts per gateway, as the leases in D1 say (live leases only). */
+/** Accounts per gateway, as the leases in D1 say (live leases only: the holder heartbeat within a lease time). */
 function holders(): Map<string, string[]> {
   const rows = service.query<{ id: string; gateway_id: string | null }>(
-    'SELECT id, gateway_id FROM accounts WHERE lease_expires_ms > ? AND removed_at_ms IS NULL',
-    Date.now(),
+    `SELECT a.id, a.gateway_id FROM accounts a JOIN gateways g ON g.id = a.gateway_id
+     WHERE g.last_seen_ms > ? AND a.removed_at_ms IS NULL`,
+    Date.now() - LEASE_TTL_SECONDS * 1000,
   );
   const out = new Map<string, string[]>();
   for (const row of rows) if (row.gateway_id) out.set(row.gateway_id, [...(out.get(row.gateway_id) ?? []), row.id]);
@@ -151,8 +152,8 @@ describe('a fleet of three gateways', () => {
   }, 240_000);
 
   it('after a SIGKILL, the others take its accounts once its leases run out: every account syncs, each message once', async () => {
-    const killed = service.query<{ id: string; lease_expires_ms: number }>(
-      'SELECT id, lease_expires_ms FROM accounts WHERE gateway_id = ? AND removed_at_ms IS NULL',
+    const killed = service.query<{ id: string }>(
+      'SELECT id FROM accounts WHERE gateway_id = ? AND removed_at_ms IS NULL',
       'gw-a',
     );
     expect(killed.length).toBeGreaterThan(0);
@@ -164,12 +165,19 @@ describe('a fleet of three gateways', () => {
     const now = holders();
     for (const { id } of killed) expect(['gw-b', 'gw-c'].some((g) => now.get(g)?.includes(id))).toBe(true);
     // A lease is never taken from a holder that may still be alive: each was granted to another
-    // gateway only after the killed one's lease had run out.
+    // gateway only after the killed one's leases had run out, a lease time after its last heartbeat
+    // (read now: whatever reached the Worker after the kill counts).
+    const [lastHeartbeat] = service.query<{ last_seen_ms: number }>(
+      'SELECT last_seen_ms FROM gateways WHERE id = ?',
+      'gw-a',
+    );
+    const leasesRanOut = lastHeartbeat!.last_seen_ms + LEASE_TTL_SECONDS * 1000;
+    expect(leasesRanOut).toBeGreaterThan(killedAt);
     const grants = ['gw-b', 'gw-c'].flatMap((g) => leaseGrants(gateways.get(g)!.log, killedAt));
-    for (const { id, lease_expires_ms } of killed) {
+    for (const { id } of killed) {
       const granted = grants.filter((g) => g.account === id);
       expect(granted.length, id).toBeGreaterThan(0);
-      for (const g of granted) expect(g.at, id).toBeGreaterThanOrEqual(lease_expires_ms);
+      for (const g of granted) expect(g.at, id).toBeGreaterThanOrEqual(leasesRanOut);
     }
   }, 240_000);
 

@@ -25,7 +25,8 @@ export interface Service {
   /** Gateways started so far, with their logs. */
   gateways: GatewayProcess[];
   /** Start a gateway process; its output goes to the returned log array. */
-  startGateway(id?: string, env?: Record<string, string>): GatewayProcess;
+  /** `nodeFlags`: V8/Node flags before the entry (e.g. `npm run gateway`'s, some refused in NODE_OPTIONS). */
+  startGateway(id?: string, env?: Record<string, string>, nodeFlags?: string[]): GatewayProcess;
   /** Call the API with the admin key; every answer is checked against the OpenAPI document. */
   api<T = any>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
   /** The typed client (client/), with the admin key; its answers are checked against the document too. */
@@ -120,9 +121,9 @@ export async function startService(
     gatewaySecret,
     stateDir,
     workerLog,
-    startGateway(id = `gw-${randomBytes(3).toString('hex')}`, extra = {}) {
+    startGateway(id = `gw-${randomBytes(3).toString('hex')}`, extra = {}, nodeFlags = []) {
       const log: string[] = [];
-      const child = spawn(process.execPath, ['gateway/main.ts'], {
+      const child = spawn(process.execPath, [...nodeFlags, 'gateway/main.ts'], {
         env: {
           ...process.env,
           WORKER_URL: base,

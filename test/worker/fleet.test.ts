@@ -11,17 +11,17 @@ import { createSyncedAccount, GATEWAY_SECRET, gatewayCall, gatewayCallWith } fro
 const heartbeat = (gateway: string, held: string[], capacity = 1000, instance = `proc-${gateway}`) =>
   gatewayCall('/internal/gateway/heartbeat', { gateway_id: gateway, instance, held, capacity });
 
-/** `count` accounts straight into D1 (one statement), held by `holder` with a live lease, or by nobody. */
+/** `count` accounts straight into D1 (one statement), held by `holder` (live while it heartbeats), or by nobody. */
 async function bulkAccounts(prefix: string, count: number, holder: string | null): Promise<string[]> {
   const now = new Date().toISOString();
   await env.DB.prepare(
     `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
      INSERT INTO accounts (id, email, user_id, imap_host, imap_port, imap_encryption, smtp_host, smtp_port, smtp_encryption,
-       smtp_user, credentials, created_at, connected_at, updated_at, gateway_id, lease_expires_ms)
+       smtp_user, credentials, created_at, connected_at, updated_at, gateway_id)
      SELECT ?2 || printf('%05d', i), 'u' || i || '@' || ?2 || '.test', 'u' || i, '127.0.0.1', 993, 'SSL', '127.0.0.1', 465, 'SSL',
-       'u' || i, 'x', ?3, ?3, ?3, ?4, ?5 FROM n`,
+       'u' || i, 'x', ?3, ?3, ?3, ?4 FROM n`,
   )
-    .bind(count, prefix, now, holder, holder ? Date.now() + 60_000 : 0)
+    .bind(count, prefix, now, holder)
     .run();
   return Array.from({ length: count }, (_, i) => `${prefix}${String(i + 1).padStart(5, '0')}`);
 }
@@ -35,13 +35,19 @@ beforeEach(async () => {
 });
 
 describe('a heartbeat', () => {
-  it('of a gateway holding 1,000 accounts stays within one invocation’s limits, and finds the one it lost', async () => {
+  it('of a gateway holding 1,000 accounts stays within one invocation’s limits, writes no account row, and finds the one it lost', async () => {
     const ids = await bulkAccounts('acc_big', 1000, 'gw-big');
     expect((await heartbeat('gw-big', [])).status).toBe(200);
     // One account moved to another gateway meanwhile.
     await env.DB.prepare("UPDATE accounts SET gateway_id = 'gw-other' WHERE id = ?").bind(ids[500]).run();
-    await env.DB.prepare('UPDATE accounts SET lease_expires_ms = 1 WHERE gateway_id = ?').bind('gw-big').run();
-
+    // Every write to an account row from now on is counted (by D1 itself, whoever writes it).
+    await env.DB.batch([
+      env.DB.prepare('CREATE TABLE account_writes (n INTEGER NOT NULL)'),
+      env.DB.prepare('INSERT INTO account_writes (n) VALUES (0)'),
+      env.DB.prepare(
+        'CREATE TRIGGER account_written AFTER UPDATE ON accounts BEGIN UPDATE account_writes SET n = n + 1; END',
+      ),
+    ]);
     const meter = newMeter();
     const res = await invocation(meter, () =>
       gatewayCallWith(meteredEnv(env, meter), '/internal/gateway/heartbeat', {
@@ -51,16 +57,13 @@ describe('a heartbeat', () => {
         capacity: 1000,
       }),
     );
+    const writes = await env.DB.prepare('SELECT n FROM account_writes').first<{ n: number }>();
+    await env.DB.batch([env.DB.prepare('DROP TRIGGER account_written'), env.DB.prepare('DROP TABLE account_writes')]);
     expect(res.status).toBe(200);
     expect(res.body.lost).toEqual([ids[500]]);
     expect(res.body.release).toEqual([]);
-    // Every other lease was renewed, in D1, by the one statement.
-    const renewed = await env.DB.prepare(
-      'SELECT count(*) AS n FROM accounts WHERE gateway_id = ? AND lease_expires_ms > ?',
-    )
-      .bind('gw-big', Date.now())
-      .first<{ n: number }>();
-    expect(renewed!.n).toBe(999);
+    // The gateway's own row keeps its 999 leases: no account's row is written for it.
+    expect(writes!.n).toBe(0);
     console.log(`heartbeat of 1,000 accounts: ${meter.max.d1} D1 queries, ${meter.max.subrequests} subrequests`);
     expect(meter.max.d1).toBeLessThanOrEqual(12);
     expect(meter.max.subrequests).toBeLessThanOrEqual(0);
@@ -100,10 +103,8 @@ describe('shares', () => {
     expect(new Set(offers.flatMap((o) => o.claimable)).size).toBe(30);
 
     // gw-a took all 30 (it was alone then): it is asked to hand 20 over, at most 20 at a time.
-    await env.DB.prepare(
-      'UPDATE accounts SET gateway_id = ?, lease_expires_ms = ? WHERE id IN (SELECT value FROM json_each(?))',
-    )
-      .bind('gw-a', Date.now() + 60_000, JSON.stringify(ids))
+    await env.DB.prepare('UPDATE accounts SET gateway_id = ? WHERE id IN (SELECT value FROM json_each(?))')
+      .bind('gw-a', JSON.stringify(ids))
       .run();
     const busy = (await heartbeat('gw-a', ids)).body;
     expect(busy.release).toHaveLength(20);
@@ -143,12 +144,18 @@ describe('leases', () => {
     expect(granted.body.granted).toBe(true);
     expect(meter.max.subrequests).toBe(2);
     expect((await lease('gw-2')).body).toEqual({ granted: false, holder: 'gw-1' });
-    // gw-1's heartbeats renew it; the lease stays gw-1's.
+    // gw-1's heartbeats keep it; the lease stays gw-1's, to the last moment of its lease time.
     expect((await heartbeat('gw-1', [account.id])).body.lost).toEqual([]);
     expect((await lease('gw-2')).body.granted).toBe(false);
+    await env.DB.prepare('UPDATE gateways SET last_seen_ms = ? WHERE id = ?')
+      .bind(Date.now() - 50_000, 'gw-1')
+      .run();
+    expect((await lease('gw-2')).body.granted).toBe(false);
 
-    // gw-1 falls silent and its lease runs out: gw-2 gets the account, and gw-1 is refused.
-    await env.DB.prepare('UPDATE accounts SET lease_expires_ms = 1 WHERE id = ?').bind(account.id).run();
+    // gw-1 falls silent and its heartbeat runs out: gw-2 gets the account, and gw-1 is refused.
+    await env.DB.prepare('UPDATE gateways SET last_seen_ms = ? WHERE id = ?')
+      .bind(Date.now() - 60_001, 'gw-1')
+      .run();
     expect((await lease('gw-2')).body.granted).toBe(true);
     const change = { type: 'cursor', path: 'INBOX', uidvalidity: 1, last_uid: 0, highest_modseq: null } as const;
     expect(await account.stub.applyChanges('gw-1', [change])).toEqual({
@@ -172,6 +179,21 @@ describe('leases', () => {
     });
     expect(released.status).toBe(200);
     expect(new Set((await heartbeat('gw-stay', [])).body.claimable)).toEqual(new Set(ids));
+  });
+
+  it('of a silent gateway are offered to the others once its heartbeat ran out, not before', async () => {
+    const ids = await bulkAccounts('acc_silent', 4, 'gw-silent');
+    await heartbeat('gw-silent', ids);
+    await heartbeat('gw-alive', []);
+    const silentFor = (ms: number) =>
+      env.DB.prepare('UPDATE gateways SET last_seen_ms = ? WHERE id = ?')
+        .bind(Date.now() - ms, 'gw-silent')
+        .run();
+    // Within the lease time (60 s) its accounts are its own: gw-alive is offered none of them.
+    await silentFor(50_000);
+    expect((await heartbeat('gw-alive', [])).body.claimable).toEqual([]);
+    await silentFor(60_001);
+    expect(new Set((await heartbeat('gw-alive', [])).body.claimable)).toEqual(new Set(ids));
   });
 });
 

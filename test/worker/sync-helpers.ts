@@ -178,8 +178,14 @@ export async function readEveryFolder(stub: DurableObjectStub<AccountObject>): P
   await runDurableObjectAlarm(stub);
 }
 
-/** A synced account whose lease `gateway` holds. */
+/** A synced account whose lease `gateway` holds (it has just heartbeat: its lease is live). */
 export async function leased(gateway = 'gw-1') {
+  await env.DB.prepare(
+    `INSERT INTO gateways (id, connected, connected_at, last_seen_ms) VALUES (?1, 0, ?2, ?3)
+     ON CONFLICT (id) DO UPDATE SET last_seen_ms = excluded.last_seen_ms`,
+  )
+    .bind(gateway, new Date().toISOString(), Date.now())
+    .run();
   const account = await createSyncedAccount();
   const lease = await account.stub.acquireLease(gateway);
   if (!lease.granted) throw new Error(`lease refused to ${gateway}`);

@@ -175,7 +175,7 @@ export async function connectAccount(env: Env, body: AuthIntent) {
     write = env.DB.prepare(
       `UPDATE accounts SET email = ?, display_name = ?, user_id = ?, imap_host = ?, imap_port = ?, imap_encryption = ?,
          smtp_host = ?, smtp_port = ?, smtp_encryption = ?, smtp_user = ?, credentials = ?, status = 'running', last_error = NULL,
-         state = ?, metadata_json = ?, connected_at = ?, updated_at = ?, gateway_id = NULL, lease_expires_ms = 0
+         state = ?, metadata_json = ?, connected_at = ?, updated_at = ?, gateway_id = NULL
        WHERE id = ?`,
     ).bind(...settings(row.display_name), row.state, row.metadata_json, nowIso, nowIso, accountId);
   } else {

@@ -201,7 +201,7 @@ export class AccountObject extends DurableObject<Env> {
   }
 
   /**
-   * Grant the account to `gatewayId` if nobody holds it, the holder's lease ran out, or the caller
+   * Grant the account to `gatewayId` if nobody holds it, the holder's heartbeat ran out, or the caller
    * already holds it (a restart or new settings); the compare-and-set is D1's (lease.ts `claimLease`).
    * Waits for changes being applied, so the cursors the new holder is given include them. With
    * `instance`, only while that process owns the gateway id.
@@ -213,9 +213,9 @@ export class AccountObject extends DurableObject<Env> {
       const claim = await claimLease(this.env, accountId, gatewayId, instance);
       if (!claim.granted) {
         const holder = claim.holder ?? this.currentLease()?.gateway_id;
-        return { granted: false, lease: holder ? { gateway_id: holder, expires_at: claim.expiresAt } : null };
+        return { granted: false, lease: holder ? { gateway_id: holder } : null };
       }
-      const lease = { gateway_id: gatewayId, expires_at: claim.expiresAt };
+      const lease = { gateway_id: gatewayId };
       this.store.setLease(lease);
       this.store.setMeta(READY_HOLDER, ''); // until it reports the account running (reportStatus)
       return { granted: true, lease };

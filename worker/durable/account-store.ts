@@ -35,8 +35,7 @@ export class AccountStore {
       CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS lease (
         singleton  INTEGER PRIMARY KEY CHECK (singleton = 1),
-        gateway_id TEXT NOT NULL,
-        expires_at INTEGER NOT NULL
+        gateway_id TEXT NOT NULL
       );
       CREATE TABLE IF NOT EXISTS folder_cursors (
         path            TEXT PRIMARY KEY,
@@ -54,6 +53,14 @@ export class AccountStore {
       );
       DROP TABLE IF EXISTS orphans;
     `);
+    // How long a lease lasts is D1's to say, from its holder's heartbeat (durable/lease.ts).
+    if (
+      this.sql
+        .exec<{ name: string }>('PRAGMA table_info(lease)')
+        .toArray()
+        .some((c) => c.name === 'expires_at')
+    )
+      this.sql.exec('ALTER TABLE lease DROP COLUMN expires_at');
     const columns = this.sql.exec<{ name: string }>('PRAGMA table_info(folder_cursors)').toArray();
     if (!columns.some((c) => c.name === 'missing'))
       this.sql.exec('ALTER TABLE folder_cursors ADD COLUMN missing INTEGER NOT NULL DEFAULT 0');
@@ -87,19 +94,11 @@ export class AccountStore {
   // ------------------------------------------------------------------ lease
 
   lease(): Lease | null {
-    return (
-      this.sql
-        .exec<{ gateway_id: string; expires_at: number }>('SELECT gateway_id, expires_at FROM lease')
-        .toArray()[0] ?? null
-    );
+    return this.sql.exec<{ gateway_id: string }>('SELECT gateway_id FROM lease').toArray()[0] ?? null;
   }
 
   setLease(lease: Lease): void {
-    this.sql.exec(
-      'INSERT OR REPLACE INTO lease (singleton, gateway_id, expires_at) VALUES (1, ?, ?)',
-      lease.gateway_id,
-      lease.expires_at,
-    );
+    this.sql.exec('INSERT OR REPLACE INTO lease (singleton, gateway_id) VALUES (1, ?)', lease.gateway_id);
   }
 
   dropLease(gatewayId?: string): void {

@@ -1,15 +1,16 @@
 /**
  * Leases: which gateway holds an account. The account's object says who the holder is and refuses
- * changes from anyone else; D1 (`accounts.gateway_id`, `lease_expires_ms`) says until when, so that
- * a heartbeat renews all of a gateway's leases in one statement instead of one call per object.
- * A lease changes hands only through `claimLease` (a compare-and-set in D1), run by the object.
+ * changes from anyone else; D1 names the holder too (`accounts.gateway_id`), and the lease is held
+ * while that gateway heartbeats: its one row in `gateways` (`last_seen_ms`) is fresher than a lease
+ * time. So a heartbeat keeps all of a gateway's leases by refreshing that one row, and an idle
+ * account costs no D1 write of its own. A lease changes hands only through `claimLease` (a
+ * compare-and-set in D1), run by the object; a holder whose heartbeat ran out loses its accounts one
+ * claim at a time, and is refused by the object from then on, as any other former holder.
  */
 import type { Env } from '../env.ts';
 
 export interface Lease {
   gateway_id: string;
-  /** When the lease ran out as last granted; renewals happen in D1 only (see above). */
-  expires_at: number;
 }
 
 /** How long a lease lasts without a heartbeat, unless GATEWAY_LEASE_TTL_SECONDS says otherwise. */
@@ -21,32 +22,37 @@ export function leaseTtlMs(env: Env): number {
   return Number.isInteger(seconds) && seconds >= 5 && seconds <= 3600 ? seconds * 1000 : LEASE_TTL_MS;
 }
 
+/** Gateways whose last heartbeat is after this are live, and hold their leases (`gateways.last_seen_ms`). */
+export function liveSince(env: Env, now = Date.now()): number {
+  return now - leaseTtlMs(env);
+}
+
 /**
- * Gives the account to `gatewayId` in D1 if nobody holds it, the holder's lease ran out, or the caller
- * holds it already; with `instance`, only while that process owns the gateway id. Returns who holds
- * it afterwards (null: the account is gone or removed).
+ * Gives the account to `gatewayId` in D1 if nobody holds it, the holder's heartbeat ran out, or the
+ * caller holds it already; with `instance`, only while that process owns the gateway id. Returns who
+ * holds it afterwards (null: the account is gone or removed).
  */
 export async function claimLease(
   env: Env,
   accountId: string,
   gatewayId: string,
   instance: string | undefined,
-): Promise<{ granted: boolean; holder: string | null; expiresAt: number }> {
-  const now = Date.now();
-  const expiresAt = now + leaseTtlMs(env);
-  const owner = instance === undefined ? '' : 'AND EXISTS (SELECT 1 FROM gateways WHERE id = ?1 AND instance = ?5)';
+): Promise<{ granted: boolean; holder: string | null }> {
+  const owner = instance === undefined ? '' : 'AND EXISTS (SELECT 1 FROM gateways WHERE id = ?1 AND instance = ?4)';
   const granted = await env.DB.prepare(
-    `UPDATE accounts SET gateway_id = ?1, lease_expires_ms = ?2
-     WHERE id = ?3 AND removed_at_ms IS NULL AND (gateway_id IS NULL OR gateway_id = ?1 OR lease_expires_ms <= ?4) ${owner}
+    `UPDATE accounts SET gateway_id = ?1
+     WHERE id = ?2 AND removed_at_ms IS NULL
+       AND (gateway_id IS NULL OR gateway_id = ?1
+         OR NOT EXISTS (SELECT 1 FROM gateways WHERE id = accounts.gateway_id AND last_seen_ms > ?3)) ${owner}
      RETURNING gateway_id`,
   )
-    .bind(gatewayId, expiresAt, accountId, now, ...(instance === undefined ? [] : [instance]))
+    .bind(gatewayId, accountId, liveSince(env), ...(instance === undefined ? [] : [instance]))
     .first<{ gateway_id: string }>();
-  if (granted) return { granted: true, holder: gatewayId, expiresAt };
+  if (granted) return { granted: true, holder: gatewayId };
   const row = await env.DB.prepare('SELECT gateway_id FROM accounts WHERE id = ? AND removed_at_ms IS NULL')
     .bind(accountId)
     .first<{ gateway_id: string | null }>();
-  return { granted: false, holder: row?.gateway_id ?? null, expiresAt };
+  return { granted: false, holder: row?.gateway_id ?? null };
 }
 
 /**

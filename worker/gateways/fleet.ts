@@ -1,11 +1,12 @@
 /**
- * The fleet of gateways as D1 sees it: who owns a gateway id, which gateways are live, each one's
- * share of the accounts, and the heartbeat that renews a gateway's leases and tells it what to take
- * and what to hand over. A heartbeat costs a fixed handful of D1 statements (set-based, json_each)
- * and no subrequest, however many accounts the gateway holds.
+ * The fleet of gateways as D1 sees it: who owns a gateway id, which gateways are live (and so hold
+ * their leases, durable/lease.ts), each one's share of the accounts, and the heartbeat that tells a
+ * gateway what to take and what to hand over. A heartbeat costs a fixed handful of D1 statements
+ * (set-based, json_each), no subrequest and, once the fleet is settled, one row written (the
+ * gateway's own), however many accounts the gateway holds.
  */
 import type { HeartbeatRequest, HeartbeatResponse, ReleaseRequest } from '../../common/relay.ts';
-import { leaseTtlMs } from '../durable/lease.ts';
+import { leaseTtlMs, liveSince } from '../durable/lease.ts';
 import type { Env } from '../env.ts';
 import { isoNow } from '../lib/time.ts';
 
@@ -36,15 +37,7 @@ export async function registerGateway(
        OR gateways.instance = ?7
      RETURNING instance`,
   )
-    .bind(
-      caller.gateway_id,
-      caller.instance,
-      isoNow(),
-      now,
-      caller.capacity ?? null,
-      now - leaseTtlMs(env),
-      takeOverFrom,
-    )
+    .bind(caller.gateway_id, caller.instance, isoNow(), now, caller.capacity ?? null, liveSince(env, now), takeOverFrom)
     .first<{ instance: string }>();
   return row !== null;
 }
@@ -67,7 +60,7 @@ async function liveGateways(env: Env, now: number): Promise<LiveGateway[]> {
   const { results } = await env.DB.prepare(
     'SELECT id, capacity FROM gateways WHERE last_seen_ms > ? ORDER BY id LIMIT 1000',
   )
-    .bind(now - leaseTtlMs(env))
+    .bind(liveSince(env, now))
     .all<LiveGateway>();
   return results;
 }
@@ -89,45 +82,57 @@ export function shares(total: number, gateways: LiveGateway[]): Map<string, numb
   return out;
 }
 
-/** Renews the caller's leases, then offers what its share lacks or asks it to hand over its surplus. */
+/**
+ * The caller's heartbeat (its `gateways` row was refreshed on the way in, `registerGateway`: that
+ * keeps all its leases). Says which of the accounts it lists are no longer its own, then offers what
+ * its share lacks or asks it to hand over its surplus. Writes nothing per account.
+ */
 export async function heartbeat(env: Env, request: HeartbeatRequest): Promise<HeartbeatResponse> {
   const { gateway_id, held } = request;
   const now = Date.now();
-  const ttl = leaseTtlMs(env);
   const heldJson = JSON.stringify(held);
   const db = env.DB;
-  // The caller's leases, renewed in one statement: what comes back is still its own.
-  const { results: renewedRows } = await db
+  const forgetBefore = now - FORGET_GATEWAYS_AFTER_MS;
+  const { results: stillHeld } = await db
     .prepare(
-      `UPDATE accounts SET lease_expires_ms = ?1
-       WHERE gateway_id = ?2 AND removed_at_ms IS NULL AND id IN (SELECT value FROM json_each(?3))
-       RETURNING id`,
+      `SELECT id FROM accounts
+       WHERE gateway_id = ?1 AND removed_at_ms IS NULL AND id IN (SELECT value FROM json_each(?2))`,
     )
-    .bind(now + ttl, gateway_id, heldJson)
+    .bind(gateway_id, heldJson)
     .all<{ id: string }>();
-  const renewed = new Set(renewedRows.map((r) => r.id));
+  const kept = new Set(stillHeld.map((r) => r.id));
   const [, totalRow] = await db.batch<{ n: number }>([
+    // Written only when it changed: a settled fleet's heartbeat writes just its `gateways` row.
     db
-      .prepare('UPDATE gateways SET held = ?, version = coalesce(?, version) WHERE id = ?')
-      .bind(renewed.size, request.version ?? null, gateway_id),
+      .prepare(
+        `UPDATE gateways SET held = ?1, version = coalesce(?2, version)
+         WHERE id = ?3 AND (held IS NOT ?1 OR version IS NOT coalesce(?2, version))`,
+      )
+      .bind(kept.size, request.version ?? null, gateway_id),
     db.prepare('SELECT count(*) AS n FROM accounts WHERE removed_at_ms IS NULL'),
-    db.prepare('DELETE FROM gateways WHERE last_seen_ms < ?').bind(now - FORGET_GATEWAYS_AFTER_MS),
+    // A forgotten gateway lets go of what it still names (nothing, unless no gateway ran for that long).
+    db
+      .prepare(
+        'UPDATE accounts SET gateway_id = NULL WHERE gateway_id IN (SELECT id FROM gateways WHERE last_seen_ms < ?)',
+      )
+      .bind(forgetBefore),
+    db.prepare('DELETE FROM gateways WHERE last_seen_ms < ?').bind(forgetBefore),
   ]);
   const live = await liveGateways(env, now);
   const share = shares(totalRow!.results[0]?.n ?? 0, live).get(gateway_id) ?? 0;
   const response: HeartbeatResponse = {
-    lost: held.filter((id) => !renewed.has(id)),
+    lost: held.filter((id) => !kept.has(id)),
     claimable: [],
     release: [],
-    lease_ttl_ms: ttl,
+    lease_ttl_ms: leaseTtlMs(env),
   };
   // A little slack before handing over, so that shares that differ by one do not make accounts move.
   const slack = Math.floor(share / 10);
-  if (renewed.size > share + slack) {
-    response.release = [...renewed].slice(share).slice(0, MAX_RELEASE_PER_HEARTBEAT);
+  if (kept.size > share + slack) {
+    response.release = [...kept].slice(share).slice(0, MAX_RELEASE_PER_HEARTBEAT);
     return response;
   }
-  const need = Math.min(share - renewed.size, MAX_CLAIM_PER_HEARTBEAT);
+  const need = Math.min(share - kept.size, MAX_CLAIM_PER_HEARTBEAT);
   if (need <= 0) return response;
   const rank = Math.max(
     0,
@@ -139,7 +144,7 @@ export async function heartbeat(env: Env, request: HeartbeatRequest): Promise<He
 
 /**
  * Accounts the caller may lease: first its own it did not list (it restarted with the same id), then
- * accounts nobody holds. Gateways that ask at the same moment are offered different ones: each
+ * accounts nobody holds or whose holder's heartbeat ran out. Gateways that ask at the same moment are offered different ones: each
  * takes its window of the same list, by its rank among the live gateways.
  */
 async function claimable(
@@ -159,12 +164,16 @@ async function claimable(
            AND id NOT IN (SELECT value FROM json_each(?2)) LIMIT ?3`,
       )
       .bind(gatewayId, heldJson, need),
+    // Nobody's, or a silent gateway's (by the gateways_last_seen and accounts_gateway indexes).
     db
       .prepare(
-        `SELECT id FROM accounts WHERE lease_expires_ms <= ?1 AND removed_at_ms IS NULL
-         ORDER BY lease_expires_ms, id LIMIT ?2`,
+        `SELECT id FROM accounts WHERE gateway_id IS NULL AND removed_at_ms IS NULL
+         UNION
+         SELECT a.id FROM gateways g JOIN accounts a ON a.gateway_id = g.id
+         WHERE g.last_seen_ms <= ?1 AND a.removed_at_ms IS NULL
+         ORDER BY id LIMIT ?2`,
       )
-      .bind(now, Math.min(need * Math.max(1, liveCount), MAX_CLAIM_PER_HEARTBEAT * 4)),
+      .bind(liveSince(env, now), Math.min(need * Math.max(1, liveCount), MAX_CLAIM_PER_HEARTBEAT * 4)),
   ]);
   const offer = own!.results.map((r) => r.id);
   const taken = new Set([...offer, ...JSON.parse(heldJson)]);
@@ -184,7 +193,7 @@ export async function releaseLeases(env: Env, request: ReleaseRequest): Promise<
   await db.batch([
     db
       .prepare(
-        `UPDATE accounts SET gateway_id = NULL, lease_expires_ms = 0
+        `UPDATE accounts SET gateway_id = NULL
          WHERE gateway_id = ?1 AND id IN (SELECT value FROM json_each(?2))`,
       )
       .bind(request.gateway_id, JSON.stringify(request.accounts)),
@@ -200,9 +209,9 @@ export async function releaseLeases(env: Env, request: ReleaseRequest): Promise<
 /** After a lease was granted: the holder's count, for choosing where the next account goes. */
 export async function countHeld(env: Env, gatewayId: string): Promise<void> {
   await env.DB.prepare(
-    `UPDATE gateways SET held = (SELECT count(*) FROM accounts WHERE gateway_id = ?1 AND lease_expires_ms > ?2)
+    `UPDATE gateways SET held = (SELECT count(*) FROM accounts WHERE gateway_id = ?1 AND removed_at_ms IS NULL)
      WHERE id = ?1`,
   )
-    .bind(gatewayId, Date.now())
+    .bind(gatewayId)
     .run();
 }

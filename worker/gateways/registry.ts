@@ -5,7 +5,7 @@ import type { Env } from '../env.ts';
 import { ApiError, OutcomeUnknown } from '../lib/errors.ts';
 import { gatewayObject } from '../durable/gateway-stub.ts';
 import { privateHostError } from '../accounts/mail-hosts.ts';
-import { leaseTtlMs } from '../durable/lease.ts';
+import { liveSince } from '../durable/lease.ts';
 
 /** How long a gateway may take to answer a request (a login that times out takes ~15 s). */
 export const GATEWAY_REQUEST_TIMEOUT_MS = 30_000;
@@ -37,7 +37,7 @@ export async function connectedGateways(env: Env): Promise<string[]> {
     `SELECT id FROM gateways WHERE connected = 1 AND last_seen_ms > ?
      ORDER BY min(1.0, CAST(held AS REAL) / max(capacity, 1)), random() LIMIT 20`,
   )
-    .bind(Date.now() - leaseTtlMs(env))
+    .bind(liveSince(env))
     .all<{ id: string }>();
   return results.map((r) => r.id);
 }

@@ -1,9 +1,9 @@
 /**
  * GET /gateways: the live fleet, for an operator's eye (the dashboard's "Gateways"). Two D1
- * statements however large the fleet: the live gateways, and the live leases counted per gateway.
+ * statements however large the fleet: the live gateways, and the accounts each holds.
  */
 import { Hono } from 'hono';
-import { leaseTtlMs } from '../durable/lease.ts';
+import { liveSince } from '../durable/lease.ts';
 import type { AppEnv, Env } from '../env.ts';
 import type { Gateways } from '../schemas/gateways.ts';
 
@@ -27,13 +27,14 @@ export async function listGateways(env: Env, now = Date.now()): Promise<Gateways
         `SELECT id, connected, connected_at, last_seen_ms, capacity, version FROM gateways
          WHERE last_seen_ms > ? ORDER BY id LIMIT ${MAX_GATEWAYS}`,
       )
-      .bind(now - leaseTtlMs(env)),
+      .bind(liveSince(env, now)),
+    // A live gateway holds every account that names it (durable/lease.ts).
     db
       .prepare(
-        `SELECT gateway_id, count(*) AS n FROM accounts
-         WHERE lease_expires_ms > ? AND gateway_id IS NOT NULL AND removed_at_ms IS NULL GROUP BY gateway_id`,
+        `SELECT a.gateway_id, count(*) AS n FROM gateways g JOIN accounts a ON a.gateway_id = g.id
+         WHERE g.last_seen_ms > ? AND a.removed_at_ms IS NULL GROUP BY a.gateway_id`,
       )
-      .bind(now),
+      .bind(liveSince(env, now)),
   ]);
   const counts = new Map((held!.results as { gateway_id: string; n: number }[]).map((r) => [r.gateway_id, r.n]));
   return {

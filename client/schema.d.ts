@@ -1967,7 +1967,7 @@ export interface components {
             connected_at: string;
             /**
              * Format: date-time
-             * @description When it last renewed its leases.
+             * @description Its last heartbeat: its leases last the lease time from then.
              * @example 2026-11-24T09:30:00.000Z
              */
             last_heartbeat_at: string;

@@ -14,7 +14,7 @@ export const Gateway = z
       .boolean()
       .meta({ description: 'Whether its control socket is open (sends and mailbox actions need it).' }),
     connected_at: Timestamp.meta({ description: 'When its control socket last connected.' }),
-    last_heartbeat_at: Timestamp.meta({ description: 'When it last renewed its leases.' }),
+    last_heartbeat_at: Timestamp.meta({ description: 'Its last heartbeat: its leases last the lease time from then.' }),
     version: z.string().nullable().meta({ description: 'The version it reports; null before its first heartbeat.' }),
   })
   .meta({ id: 'Gateway' });

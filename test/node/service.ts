@@ -163,10 +163,13 @@ export async function startService(
       const out: any[] = [];
       let cursor: string | undefined;
       do {
-        const { data, error } = await service.client.GET('/api/v1/emails', {
+        const { data, error, response } = await service.client.GET('/api/v1/emails', {
           params: { query: { account_id: accountId, limit: 250, cursor } },
         });
-        if (!data) throw new Error(`GET /emails: ${JSON.stringify(error)}`);
+        if (!data)
+          throw Object.assign(new Error(`GET /emails answered ${response.status}: ${JSON.stringify(error)}`), {
+            status: response.status,
+          });
         out.push(...data.data);
         cursor = data.cursor ?? undefined;
       } while (cursor);
@@ -177,7 +180,8 @@ export async function startService(
         const dir = join(stateDir, 'v3', 'd1', 'miniflare-D1DatabaseObject');
         const file = readdirSync(dir).find((f) => f.endsWith('.sqlite') && f !== 'metadata.sqlite');
         if (!file) throw new Error(`no D1 database file in ${dir}`);
-        db = new DatabaseSync(join(dir, file), { readOnly: true });
+        // workerd writes the file meanwhile: wait for its write lock rather than fail at once.
+        db = new DatabaseSync(join(dir, file), { readOnly: true, timeout: 10_000 });
       }
       return db.prepare(sql).all(...params) as any[];
     },

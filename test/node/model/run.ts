@@ -30,6 +30,8 @@ export interface ModelOptions {
   gateway: GatewayProcess;
   /** Operations to leave out, by name (see operations.ts). */
   leaveOut?: string[];
+  /** Stop after the step at which this time (epoch ms) has passed, with a last check. */
+  stopAt?: number;
   /** How long to wait for the API to agree with the server at a check. */
   quiescenceMs?: number;
   log?: (line: string) => void;
@@ -86,7 +88,10 @@ export async function runModel(options: ModelOptions): Promise<ModelFigures> {
     return client;
   };
 
-  for (let step = 1; step <= options.steps && problems.length === 0; step++) {
+  let step = 0;
+  while (step < options.steps && problems.length === 0) {
+    step++;
+    const last = step === options.steps || Date.now() > (options.stopAt ?? Number.POSITIVE_INFINITY);
     try {
       await usableClient();
       await randomOperation(ctx);
@@ -98,7 +103,7 @@ export async function runModel(options: ModelOptions): Promise<ModelFigures> {
       await ctx.killGateway();
       ctx.trace.push(`step ${step}: gateway killed and restarted`);
     }
-    if (step % options.checkEvery === 0 || step === options.steps) {
+    if (step % options.checkEvery === 0 || last) {
       checks++;
       let found: Awaited<ReturnType<typeof check>>;
       try {
@@ -116,11 +121,12 @@ export async function runModel(options: ModelOptions): Promise<ModelFigures> {
       ctx.copied.clear();
       log(`step ${step}: checked, ${found.size} messages, ${found.problems.length} problems`);
     }
+    if (last) break;
   }
   await client.logout().catch(() => undefined);
   return {
     seed: options.seed,
-    steps: options.steps,
+    steps: step,
     checks,
     kills,
     messages: ctx.nextId - 1,

@@ -3,7 +3,8 @@
  * Postfix, `npm start` and gateway; prints its figures and every problem found; exits 1 on a problem,
  * 2 when the run's own looks at the Worker, D1 or the server kept failing (no finding about the product).
  * SOAK_WITHOUT=CONDSTORE,QRESYNC runs it against a Dovecot that does not offer those extensions;
- * SOAK_DEFAULTS=1 runs the gateway at the shipped settings (15 s poll) instead of a 1 s poll.
+ * SOAK_DEFAULTS=1 runs the gateway at the shipped settings (15 s poll) instead of a 1 s poll;
+ * SOAK_MINUTES=n stops after n minutes (with a last check) if the steps are not done by then.
  */
 import { connectMailbox } from '../connect.ts';
 import { startEndToEnd, stopEndToEnd } from '../service.ts';
@@ -12,6 +13,7 @@ import { runModel } from './run.ts';
 const steps = Number(process.argv[2] ?? 5000);
 const seed = Number(process.argv[3] ?? Date.now() % 1_000_000);
 const defaults = process.env.SOAK_DEFAULTS === '1';
+const minutes = Number(process.env.SOAK_MINUTES ?? 0);
 const env: Record<string, string> = defaults ? {} : { GATEWAY_POLL_INTERVAL_MS: '1000' };
 const without = (process.env.SOAK_WITHOUT ?? '').split(',').filter(Boolean);
 const { mail, service, gateway } = await startEndToEnd('gw-soak', env, { withoutCapabilities: without });
@@ -31,6 +33,7 @@ try {
     steps,
     checkEvery: 100,
     killEvery: 150,
+    ...(minutes > 0 ? { stopAt: Date.now() + minutes * 60_000 } : {}),
     mail,
     service,
     user: 'alice',

@@ -112,8 +112,17 @@ export type FlagUpdate = z.infer<typeof FlagUpdate>;
  * the same state and emits each event once.
  */
 export const Change = z.discriminatedUnion('type', [
-  /** The complete folder listing: new folders are created, missing ones deleted, counts updated. */
-  z.object({ type: z.literal('folders'), folders: z.array(FolderInfo) }),
+  /**
+   * The complete folder listing: new folders are created, missing ones deleted, counts updated.
+   * `began`: the gateway's stamp (gateway/stamps.ts) taken as the listing began; it is above the
+   * `listed_after` of every folder action the gateway finished before, so the Worker knows whether
+   * the listing can show what such an action took away.
+   */
+  z.object({
+    type: z.literal('folders'),
+    folders: z.array(FolderInfo),
+    began: z.number().int().nonnegative().optional(),
+  }),
   /** Messages that appeared in a folder (new mail, or the destination side of a move). */
   z.object({
     type: z.literal('messages'),
@@ -454,6 +463,8 @@ export type FolderAction = z.infer<typeof FolderAction>;
  */
 export const FolderActionResult = z.object({
   path: z.string().nullable(),
+  /** The gateway's stamp once the action was done: a folder listing that began later has a greater `began`. */
+  listed_after: z.number().int().nonnegative().optional(),
   status: z
     .object({
       uidvalidity: z.number().int().nonnegative(),

@@ -24,6 +24,7 @@ import { featuresOf, imapOptions, openImap } from './imap.ts';
 import { errorFields, type Logger } from './log.ts';
 import { mailHostTarget } from './mail-hosts.ts';
 import { DataPhaseWatch, loadMailComposer, loadNodemailer, smtpOptions } from './smtp.ts';
+import { nextStamp } from './stamps.ts';
 
 /** What the commands need of the account's sync (gateway/account-sync.ts). */
 export interface SyncLink {
@@ -203,8 +204,9 @@ export class MailboxCommands {
   }
 
   /** Create, rename or delete a folder (gateway/folder-commands.ts); the next poll's listing reports it. */
-  folder(action: FolderAction): Promise<FolderActionResult> {
-    return this.#withImap((client) => runFolderAction(client, action));
+  async folder(action: FolderAction): Promise<FolderActionResult> {
+    const result = await this.#withImap((client) => runFolderAction(client, action));
+    return { ...result, listed_after: nextStamp() };
   }
 
   async #modify(steps: ModifyStep[]): Promise<ModifyResult> {

@@ -30,6 +30,7 @@ import type { AccountDeps, PendingInitialSync } from './account-deps.ts';
 import type { Evidence } from './evidence.ts';
 import { pullInitialSync } from './initial-sync.ts';
 import { alsoWake, chooseWatched } from './watchers.ts';
+import { nextStamp } from './stamps.ts';
 import { Aborted, newChangeStream } from './worker-client.ts';
 
 /** Re-issue IDLE this often (servers may drop an IDLE older than 30 minutes, RFC 2177). */
@@ -164,8 +165,9 @@ export class Session implements PassHost {
     this.#primary = primary;
     this.#features = featuresOf(primary);
     const listedMark = this.evidence.mark;
+    const began = nextStamp();
     const folders = await listFolders(primary);
-    await this.send([{ type: 'folders', folders }]);
+    await this.send([{ type: 'folders', folders, began }]);
     this.#listing.start(folders);
     this.evidence.listed(listedMark);
     const watched = chooseWatched(folders, this.#features.gmail, this.#deps.settings.maxExtraIdle);
@@ -223,9 +225,10 @@ export class Session implements PassHost {
     if (!primary || this.#closed) throw new Aborted('session closed');
     const listedMark = this.evidence.mark;
     if (!from) await primary.noop();
+    const began = nextStamp();
     const folders = await listFolders(from ?? primary);
     const report = this.#listing.update(folders);
-    if (report) await this.send([{ type: 'folders', folders }]);
+    if (report) await this.send([{ type: 'folders', folders, began }]);
     this.evidence.listed(listedMark);
     const listingReport = this.evidence.listingReport();
     if (listingReport) await this.send([listingReport]);

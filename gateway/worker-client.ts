@@ -28,6 +28,7 @@ import { backoffDelay, sleep } from './async.ts';
 import { GatewayError, WorkerFailure } from './errors.ts';
 import { errorFields, type Logger } from './log.ts';
 import { countRelayed, countWorkerCall } from './metrics.ts';
+import { nextStamp } from './stamps.ts';
 import { GATEWAY_VERSION } from './version.ts';
 
 const REQUEST_TIMEOUT_MS = 60_000;
@@ -81,12 +82,9 @@ export interface ChangeStream {
   session: number;
 }
 
-let lastSession = 0;
-
-/** The stream of a new session: its epoch grows with every session (ms of the clock, or one more). */
+/** The stream of a new session: its epoch grows with every session (gateway/stamps.ts). */
 export function newChangeStream(): ChangeStream {
-  lastSession = Math.max(Date.now(), lastSession + 1);
-  return { id: randomUUID(), next: 0, session: lastSession };
+  return { id: randomUUID(), next: 0, session: nextStamp() };
 }
 
 export class WorkerClient {

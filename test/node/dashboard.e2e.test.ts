@@ -323,7 +323,16 @@ describe('the dashboard', () => {
       await phone.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Emails' }).click();
       await phone.getByLabel('Account', { exact: true }).selectOption({ label: 'alice@example.test' });
       await phone.getByRole('button', { name: 'An HTML email with tricks', exact: true }).click();
+      // The frame is posted again with remote content allowed; its images load from that document.
+      const remoteFrame = phone.waitForResponse(
+        (r) =>
+          r.url().endsWith('/mail-view') &&
+          r.request().resourceType() === 'document' &&
+          (r.headers()['content-security-policy'] ?? '').includes('img-src data: https: http:'),
+        { timeout: UI_TIMEOUT },
+      );
       await phone.getByRole('button', { name: 'Load remote content' }).click();
+      expect((await remoteFrame).status()).toBe(200);
       await eventually(() => remoteHits.includes('/pixel.gif'), { what: 'the remote image, asked for' });
       expect(remoteHits.filter((hit) => hit !== '/pixel.gif' && hit !== '/background.gif')).toEqual([]);
       await phone.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Mailboxes' }).click();

@@ -155,40 +155,35 @@ const outgoing: OutgoingMessage = {
 };
 
 describe('MailboxCommands.send over a failing SMTP link', () => {
+  /** Sends through a fake server that breaks the link (`how`) once it has seen `at`: the failure. */
+  async function failedSend(at: 'body' | 'rcpt', how: 'stall' | 'reset') {
+    const server = await fakeSmtp(at, how);
+    const commands = commandsFor(server.port);
+    try {
+      const failure = await commands.send('send', outgoing, null).then(
+        () => null,
+        (err: unknown) => err,
+      );
+      expect(failure).toBeInstanceOf(GatewayError);
+      return { seen: server.seen, mayHaveSent: (failure as GatewayError).mayHaveSent };
+    } finally {
+      commands.close();
+      await server.stop();
+    }
+  }
+
   for (const how of ['stall', 'reset'] as const) {
     it(`counts a server that took the body and then ${how}s as may have sent`, async () => {
-      const server = await fakeSmtp('body', how);
-      const commands = commandsFor(server.port);
-      try {
-        const failure = await commands.send('send', outgoing, null).then(
-          () => null,
-          (err: unknown) => err,
-        );
-        expect(failure).toBeInstanceOf(GatewayError);
-        expect(server.seen).toContain('body');
-        expect((failure as GatewayError).mayHaveSent).toBe(true);
-      } finally {
-        commands.close();
-        await server.stop();
-      }
+      const { seen, mayHaveSent } = await failedSend('body', how);
+      expect(seen).toContain('body');
+      expect(mayHaveSent).toBe(true);
     });
 
     it(`counts a link that ${how}s before DATA as not sent`, async () => {
-      const server = await fakeSmtp('rcpt', how);
-      const commands = commandsFor(server.port);
-      try {
-        const failure = await commands.send('send', outgoing, null).then(
-          () => null,
-          (err: unknown) => err,
-        );
-        expect(failure).toBeInstanceOf(GatewayError);
-        expect(server.seen).toContain('RCPT');
-        expect(server.seen).not.toContain('DATA');
-        expect((failure as GatewayError).mayHaveSent).toBe(false);
-      } finally {
-        commands.close();
-        await server.stop();
-      }
+      const { seen, mayHaveSent } = await failedSend('rcpt', how);
+      expect(seen).toContain('RCPT');
+      expect(seen).not.toContain('DATA');
+      expect(mayHaveSent).toBe(false);
     });
   }
 

@@ -320,7 +320,8 @@ describe.each(targets)('$name', (t) => {
           const now = await listedBig();
           return now.length === subjects.length && now.every((e) => e.folder_ids.join() === big.id) ? now : null;
         },
-        { what: 'every message of the renamed folder found again', ...WAIT },
+        // As long as the first listing may take: the re-read reads every message's identity again.
+        { what: 'every message of the renamed folder found again', timeoutMs: 180_000, intervalMs: 1_000 },
       );
       await settle();
       const after = new Map((await listedBig()).map((e) => [e.subject, e]));

@@ -6,7 +6,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
@@ -77,6 +77,9 @@ export async function startService(
   const echo = options.echo ?? process.env.E2E_ECHO === '1';
   const port = await freePort();
   const stateDir = mkdtempSync(join(tmpdir(), 'mailbox-e2e-'));
+  // The run's migrated database (test/node/state-template.ts), when there is one.
+  const template = process.env.E2E_STATE_TEMPLATE;
+  if (template) cpSync(template, stateDir, { recursive: true });
   const adminKey = `mbx_admin_${randomBytes(16).toString('hex')}`;
   const gatewaySecret = randomBytes(32).toString('hex');
   const base = `http://127.0.0.1:${port}`;

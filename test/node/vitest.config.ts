@@ -12,7 +12,8 @@ export default defineProject({
     // End-to-end files start their own servers; one at a time keeps a 2-core machine responsive.
     fileParallelism: false,
     // One shared Dovecot + Postfix for tests that inject('mailserver'); end-to-end files start their own.
-    globalSetup: ['test/mailserver/global-setup.ts'],
+    // And the migrated local D1 database that every `npm start` of a test starts from.
+    globalSetup: ['test/mailserver/global-setup.ts', 'test/node/state-template.ts'],
     setupFiles: ['test/node/setup.ts'],
     testTimeout: 120_000,
     hookTimeout: 300_000,

@@ -9,12 +9,10 @@ import { env } from 'cloudflare:workers';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { createApp } from '../../worker/app.ts';
 import type { Env } from '../../worker/env.ts';
-import { newId } from '../../worker/lib/ids.ts';
-import { recordOutgoing } from '../../worker/send/outgoing.ts';
 import { openUrl } from '../../worker/tracking/links.ts';
 import { ADMIN_KEY, expectError } from './helpers.ts';
 import { type Meter, meteredEnv, newMeter } from './metered.ts';
-import { insertAccount } from './webhook-helpers.ts';
+import { insertTrackedSend } from './webhook-helpers.ts';
 
 const app = createApp();
 
@@ -154,17 +152,7 @@ describe('tracking hits', () => {
   it('2,000 hits of one pixel from one address: 429 after the limit, one pass through D1, one event', {
     timeout: 180_000,
   }, async () => {
-    const accountId = await insertAccount();
-    const trackingId = newId('tracking');
-    await recordOutgoing(env.DB, {
-      account_id: accountId,
-      message_id: `<t-${crypto.randomUUID()}@example.test>`,
-      kind: 'send',
-      tracking_id: trackingId,
-      tracking_label: null,
-      draft_id: null,
-      created_at: new Date().toISOString(),
-    });
+    const trackingId = await insertTrackedSend();
     const pixel = await openUrl(env, 'https://mail.example.com', trackingId);
     const answers = await flood(2000, 100, () => send(pixel, { address: '198.51.100.20' }));
     const served = answers.filter((a) => a.status === 200);

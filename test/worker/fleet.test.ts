@@ -1,35 +1,12 @@
 // The fleet of gateways, as the Worker runs it: a heartbeat's cost with 1,000 accounts (counted
 // against Cloudflare's per-invocation limits), shares and hand-over, leases that only the account's
 // object can move, released leases, and one live process per gateway id.
-import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test';
 import { env, exports } from 'cloudflare:workers';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { GATEWAY_SIGNATURE_HEADER, signRequest } from '../../common/signing.ts';
-import { createApp } from '../../worker/app.ts';
-import type { Env } from '../../worker/env.ts';
 import { shares } from '../../worker/gateways/fleet.ts';
 import { invocation, LIMITS, meteredEnv, newMeter } from './metered.ts';
-import { createSyncedAccount, GATEWAY_SECRET, gatewayCall } from './sync-helpers.ts';
-
-const app = createApp();
-
-/** A signed gateway call through the app with `callEnv` (a metered env counts what it costs). */
-async function signedCall(callEnv: Env, path: string, body: unknown) {
-  const text = JSON.stringify(body);
-  const signature = await signRequest(GATEWAY_SECRET, { method: 'POST', path, body: text });
-  const ctx = createExecutionContext();
-  const response = await app.fetch(
-    new Request(`https://mail.example.com${path}`, {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json', [GATEWAY_SIGNATURE_HEADER]: signature },
-      body: text,
-    }),
-    callEnv,
-    ctx,
-  );
-  await waitOnExecutionContext(ctx);
-  return { status: response.status, body: (await response.json()) as any };
-}
+import { createSyncedAccount, GATEWAY_SECRET, gatewayCall, gatewayCallWith } from './sync-helpers.ts';
 
 const heartbeat = (gateway: string, held: string[], capacity = 1000, instance = `proc-${gateway}`) =>
   gatewayCall('/internal/gateway/heartbeat', { gateway_id: gateway, instance, held, capacity });
@@ -67,7 +44,7 @@ describe('a heartbeat', () => {
 
     const meter = newMeter();
     const res = await invocation(meter, () =>
-      signedCall(meteredEnv(env, meter), '/internal/gateway/heartbeat', {
+      gatewayCallWith(meteredEnv(env, meter), '/internal/gateway/heartbeat', {
         gateway_id: 'gw-big',
         instance: 'proc-gw-big',
         held: ids,
@@ -158,7 +135,7 @@ describe('leases', () => {
     // together), whatever the fleet's size.
     const meter = newMeter();
     const granted = await invocation(meter, () =>
-      signedCall(meteredEnv(env, meter), `/internal/gateway/accounts/${account.id}/lease`, {
+      gatewayCallWith(meteredEnv(env, meter), `/internal/gateway/accounts/${account.id}/lease`, {
         gateway_id: 'gw-1',
         instance: 'proc-gw-1',
       }),

@@ -4,10 +4,9 @@
  * again with the new key on that use; the minute sweep does the same for the rest, webhook
  * endpoint secrets included; tracking links signed with the old key keep working.
  */
-import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test';
+import { createExecutionContext } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
-import { GATEWAY_SIGNATURE_HEADER, signRequest } from '../../common/signing.ts';
 import { sealPasswords } from '../../worker/accounts/credentials.ts';
 import { resealStale } from '../../worker/accounts/reseal.ts';
 import { createApp } from '../../worker/app.ts';
@@ -16,7 +15,7 @@ import { keyId, secretKeys, toBase64 } from '../../worker/lib/crypto.ts';
 import { openUrl, verifyTrackingSignature } from '../../worker/tracking/links.ts';
 import { sealEndpointSecret } from '../../worker/webhooks/signing.ts';
 import { newId } from '../../worker/lib/ids.ts';
-import { createSyncedAccount, GATEWAY_SECRET } from './sync-helpers.ts';
+import { createSyncedAccount, gatewayCallWith } from './sync-helpers.ts';
 
 const app = createApp();
 const OLD = env.CREDENTIALS_KEY;
@@ -24,35 +23,18 @@ const NEW = toBase64(crypto.getRandomValues(new Uint8Array(32)));
 const rotating = { ...env, CREDENTIALS_KEY: NEW, CREDENTIALS_KEY_PREVIOUS: OLD } as Env;
 const rotated = { ...env, CREDENTIALS_KEY: NEW } as Env;
 
-async function signedCall(callEnv: Env, path: string, body: unknown) {
-  const text = JSON.stringify(body);
-  const signature = await signRequest(GATEWAY_SECRET, { method: 'POST', path, body: text });
-  const ctx = createExecutionContext();
-  const response = await app.fetch(
-    new Request(`https://mail.example.com${path}`, {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json', [GATEWAY_SIGNATURE_HEADER]: signature },
-      body: text,
-    }),
-    callEnv,
-    ctx,
-  );
-  await waitOnExecutionContext(ctx);
-  return { status: response.status, body: (await response.json()) as any };
-}
-
 const sealedCredentials = async (id: string) =>
   (await env.DB.prepare('SELECT credentials FROM accounts WHERE id = ?').bind(id).first<{ credentials: string }>())!
     .credentials;
 
 async function lease(callEnv: Env, accountId: string) {
-  await signedCall(callEnv, '/internal/gateway/heartbeat', {
+  await gatewayCallWith(callEnv, '/internal/gateway/heartbeat', {
     gateway_id: 'gw-rotation',
     instance: 'proc-1',
     held: [],
     capacity: 100,
   });
-  return signedCall(callEnv, `/internal/gateway/accounts/${accountId}/lease`, {
+  return gatewayCallWith(callEnv, `/internal/gateway/accounts/${accountId}/lease`, {
     gateway_id: 'gw-rotation',
     instance: 'proc-1',
   });

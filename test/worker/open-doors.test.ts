@@ -7,14 +7,12 @@ import { createExecutionContext } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import type { Env } from '../../worker/env.ts';
-import { newId } from '../../worker/lib/ids.ts';
-import { recordOutgoing } from '../../worker/send/outgoing.ts';
 import { RATE_LIMIT } from '../../worker/tracking/limits.ts';
 import { clickUrl, openUrl } from '../../worker/tracking/links.ts';
 import { webhookUrlProblem } from '../../worker/webhooks/url.ts';
 import worker from '../../worker/index.ts';
 import { ADMIN_KEY, expectError } from './helpers.ts';
-import { insertAccount } from './webhook-helpers.ts';
+import { insertTrackedSend } from './webhook-helpers.ts';
 
 /** POST /auth/intent with the operator settings given (the test config allows both). */
 async function authIntent(body: Record<string, unknown>, settings: Partial<Env>) {
@@ -90,21 +88,6 @@ describe('auth intent: mail hosts and encryption', () => {
 });
 
 describe('tracking hits', () => {
-  async function trackedEmail() {
-    const accountId = await insertAccount();
-    const trackingId = newId('tracking');
-    await recordOutgoing(env.DB, {
-      account_id: accountId,
-      message_id: `<t-${crypto.randomUUID()}@example.test>`,
-      kind: 'send',
-      tracking_id: trackingId,
-      tracking_label: null,
-      draft_id: null,
-      created_at: new Date().toISOString(),
-    });
-    return trackingId;
-  }
-
   /** A hit from `address` (each address has its own budget of hits, tracking/limits.ts). */
   async function hit(url: string, address = '198.51.100.1') {
     const request = new Request(url, { headers: { 'CF-Connecting-IP': address } });
@@ -126,7 +109,7 @@ describe('tracking hits', () => {
   it('1,000 hits on one pixel from 1,000 addresses make one open event; every hit gets the pixel', {
     timeout: 120_000,
   }, async () => {
-    const trackingId = await trackedEmail();
+    const trackingId = await insertTrackedSend();
     const pixel = await openUrl(env, 'https://mail.example.com', trackingId);
     for (let round = 0; round < 20; round++) {
       const statuses = await Promise.all(Array.from({ length: 50 }, (_, i) => hit(pixel, `10.0.${round}.${i}`)));
@@ -136,7 +119,7 @@ describe('tracking hits', () => {
   });
 
   it(`repeats of a click are one event, and one tracking id makes at most ${RATE_LIMIT} events`, async () => {
-    const trackingId = await trackedEmail();
+    const trackingId = await insertTrackedSend();
     const link = await clickUrl(env, 'https://mail.example.com', trackingId, 'https://example.com/a');
     for (let i = 0; i < 20; i++) expect(await hit(link)).toBe(302);
     expect(await trackingEvents(trackingId)).toEqual(['tracking.click']);

@@ -2,7 +2,8 @@
 // renames (onto a deleted folder's path, with a new UIDVALIDITY), resets, snapshots, deletions.
 import { runInDurableObject } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { openSocket } from './gateway-socket.ts';
 import { api } from './helpers.ts';
 import {
   createSyncedAccount,
@@ -257,6 +258,35 @@ describe('folder identity', () => {
       { type: 'cursor', path: 'INBOX', uidvalidity: 77, last_uid: 2, highest_modseq: '5' },
     ]);
     expect((await list(`account_id=${account.id}`)).data.map((e: any) => e.subject)).toEqual(['connect second']);
+  });
+
+  it('leaves a folder the API deleted out of listings begun before the deletion ended, not out of later ones', {
+    timeout: 30_000,
+  }, async () => {
+    const account = await leased('gw-folder-stamps');
+    const socket = await openSocket('gw-folder-stamps');
+    const doomed = (await folderIdsByPath(account.id))['Projects/2026'];
+    const deleted = api('DELETE', `/${account.id}/folders/${doomed}`);
+    await vi.waitFor(() => expect(socket.requests().some((r) => r.request.op === 'folder')).toBe(true), {
+      timeout: 10_000,
+    });
+    const request = socket.requests().find((r) => r.request.op === 'folder');
+    const ended = 5_000;
+    const result = { path: null, status: null, listed_after: ended };
+    socket.ws.send(JSON.stringify({ type: 'response', id: request.id, ok: true, result }));
+    expect((await deleted).status).toBe(200);
+    expect(await folderIdsByPath(account.id)).not.toHaveProperty('Projects/2026');
+
+    // A listing the gateway began before the deletion ended, applied after it: the folder stays gone.
+    const before = STANDARD_FOLDERS();
+    await account.stub.applyChanges(account.gateway, [{ type: 'folders', folders: before, began: ended - 1 }]);
+    expect(await folderIdsByPath(account.id)).not.toHaveProperty('Projects/2026');
+    // One begun after it shows the server as it is: another client made the folder again.
+    await account.stub.applyChanges(account.gateway, [{ type: 'folders', folders: before, began: ended + 1 }]);
+    const again = (await folderIdsByPath(account.id))['Projects/2026'];
+    expect(again).toBeDefined();
+    expect(again).not.toBe(doomed);
+    socket.ws.close(1000, 'done');
   });
 
   it('reports folder changes with events; a folder is deleted once a second listing confirms it', async () => {

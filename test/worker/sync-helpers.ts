@@ -1,4 +1,4 @@
-import { runDurableObjectAlarm } from 'cloudflare:test';
+import { createExecutionContext, runDurableObjectAlarm, waitOnExecutionContext } from 'cloudflare:test';
 /** Helpers for tests of the sync path inside workerd: accounts set up as POST /auth/intent would, raw messages. */
 import { env } from 'cloudflare:workers';
 import type { FolderInfo, MessageIn } from '../../common/relay.ts';
@@ -9,6 +9,8 @@ import { accountObject } from '../../worker/durable/account-stub.ts';
 import type { AccountObject } from '../../worker/durable/account-object.ts';
 import { signRequest, GATEWAY_SIGNATURE_HEADER } from '../../common/signing.ts';
 import { exports } from 'cloudflare:workers';
+import { createApp } from '../../worker/app.ts';
+import type { Env } from '../../worker/env.ts';
 import { api } from './helpers.ts';
 
 export const GATEWAY_SECRET = 'test-gateway-secret';
@@ -120,6 +122,26 @@ export function messageIn(uid: number, raw: string, flags: string[] = []): Messa
 }
 
 /** A signed call to the Worker's gateway endpoints, as the gateway makes it. */
+const app = createApp();
+
+/** A signed gateway call through the app with `callEnv` (a metered env counts what it costs; another env, other keys). */
+export async function gatewayCallWith(callEnv: Env, path: string, body: unknown) {
+  const text = JSON.stringify(body);
+  const signature = await signRequest(GATEWAY_SECRET, { method: 'POST', path, body: text });
+  const ctx = createExecutionContext();
+  const response = await app.fetch(
+    new Request(`https://mail.example.com${path}`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', [GATEWAY_SIGNATURE_HEADER]: signature },
+      body: text,
+    }),
+    callEnv,
+    ctx,
+  );
+  await waitOnExecutionContext(ctx);
+  return { status: response.status, body: (await response.json()) as any };
+}
+
 export async function gatewayCall(path: string, body: unknown, secret = GATEWAY_SECRET) {
   const text = JSON.stringify(body);
   const signature = await signRequest(secret, { method: 'POST', path, body: text });

@@ -6,6 +6,7 @@ import type { Env, WebhookQueueMessage } from '../../worker/env.ts';
 import { eventStatement, newEvent, type OutboxEvent } from '../../worker/events/outbox.ts';
 import type { EventType } from '../../worker/events/types.ts';
 import { newId } from '../../worker/lib/ids.ts';
+import { recordOutgoing } from '../../worker/send/outgoing.ts';
 import { handleWebhookBatch } from '../../worker/webhooks/consumer.ts';
 import type { DeliveryOptions } from '../../worker/webhooks/schedule.ts';
 import { api } from './helpers.ts';
@@ -23,6 +24,21 @@ export async function insertAccount(): Promise<string> {
     .bind(id, `${id}@example.com`, id, id, now, now)
     .run();
   return id;
+}
+
+/** A tracked send of a new account, as the send path records it: its tracking id. */
+export async function insertTrackedSend(): Promise<string> {
+  const trackingId = newId('tracking');
+  await recordOutgoing(env.DB, {
+    account_id: await insertAccount(),
+    message_id: `<t-${crypto.randomUUID()}@example.test>`,
+    kind: 'send',
+    tracking_id: trackingId,
+    tracking_label: null,
+    draft_id: null,
+    created_at: new Date().toISOString(),
+  });
+  return trackingId;
 }
 
 export async function createEndpoint(fields: Record<string, unknown> = {}) {

@@ -31,7 +31,8 @@ const EVENTS_CHUNK = `SELECT rowid FROM events WHERE account_id = ? LIMIT ${PURG
  * by the same chunk's keys), in one batch: a statement naming a chunk runs before the one deleting it.
  */
 export const PURGE_ACCOUNT_ROWS_SQL = [
-  `DELETE FROM contacts WHERE rowid IN (SELECT rowid FROM contacts WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
+  `DELETE FROM contacts WHERE (account_id, identifier) IN
+     (SELECT account_id, identifier FROM contacts WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
   `DELETE FROM thread_keys WHERE (account_id, key, email_id) IN
      (SELECT account_id, key, email_id FROM thread_keys WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
   `DELETE FROM email_search WHERE rowid IN (SELECT rowid FROM email_search WHERE account_id = ? LIMIT ${PURGE_ROWS})`,

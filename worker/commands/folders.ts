@@ -5,7 +5,7 @@
  * (same `fld_` id, same cursor, same memberships) and has nothing to report. Each record step is
  * idempotent: when the sync's listing was first, it finds the change made and adds no event.
  */
-import type { FolderAction, FolderActionResult } from '../../common/relay.ts';
+import type { Change, FolderAction, FolderActionResult } from '../../common/relay.ts';
 import type { Env } from '../env.ts';
 import { folderName, parentPath, presentFolder, type FolderRow } from '../folders/present.ts';
 import { ApiError, notFound } from '../lib/errors.ts';
@@ -216,28 +216,39 @@ function recordRename(state: SyncState, plan: FolderPlan, from: string, to: stri
   return presentFolder(folder);
 }
 
-/** How long a listing may still show a path the API renamed or deleted (one taken before the change, still on its way). */
-const DEPARTED_WINDOW_MS = 30_000;
+/**
+ * How long a path stays left out of listings that carry no `began` stamp (from a gateway that does
+ * not stamp them): one taken before the change may still be on its way.
+ */
+const UNSTAMPED_WINDOW_MS = 30_000;
 
 /**
- * Paths the API's renames and deletions took away, for a short while: a folder listing the gateway
- * took before the change but that is applied after it still shows them, and would bring the folder
- * back as a new one. Such paths are left out of listings until the window ends.
+ * Paths the API's renames and deletions took away. A folder listing the gateway began before such an
+ * action ended, but that is applied after it, still shows them and would bring the folder back as a
+ * new one. The gateway stamps both (gateway/stamps.ts): a listing whose `began` is at or below the
+ * action's `listed_after` has the path left out; the first listing that began after the action shows
+ * the server as it is, and the path is no longer held back.
  */
 export class DepartedPaths {
-  #until = new Map<string, number>();
+  #paths = new Map<string, { after: number | null; until: number }>();
 
-  add(paths: string[], now = Date.now()): void {
-    for (const path of paths) this.#until.set(path, now + DEPARTED_WINDOW_MS);
+  add(paths: string[], listedAfter: number | undefined, now = Date.now()): void {
+    for (const path of paths) this.#paths.set(path, { after: listedAfter ?? null, until: now + UNSTAMPED_WINDOW_MS });
   }
 
-  /** The changes with departed paths left out of their folder listings. */
-  filter<C extends { type: string; folders?: { path: string }[] }>(changes: C[], now = Date.now()): C[] {
-    for (const [path, until] of this.#until) if (until <= now) this.#until.delete(path);
-    if (this.#until.size === 0) return changes;
-    return changes.map((c) =>
-      c.type === 'folders' && c.folders ? { ...c, folders: c.folders.filter((f) => !this.#until.has(f.path)) } : c,
-    );
+  /** The changes with departed paths left out of the folder listings that may predate their action. */
+  filter(changes: Change[], now = Date.now()): Change[] {
+    if (this.#paths.size === 0) return changes;
+    return changes.map((change) => {
+      if (change.type !== 'folders') return change;
+      const heldBack = new Set<string>();
+      for (const [path, { after, until }] of this.#paths) {
+        const stale = after !== null && change.began !== undefined ? change.began <= after : until > now;
+        if (stale) heldBack.add(path);
+        else this.#paths.delete(path);
+      }
+      return heldBack.size ? { ...change, folders: change.folders.filter((f) => !heldBack.has(f.path)) } : change;
+    });
   }
 }
 

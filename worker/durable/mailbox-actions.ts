@@ -159,7 +159,7 @@ export class MailboxActions {
         if (store.meta('removed') === '1') throw notFound('Account');
         const applier = new ChangeApplier(host.env, context, store.loadCursors(), store.loadInitialSync());
         await applier.loadFolders();
-        this.departed.add(pathsLeaving(plan, applier.state.folders.keys()));
+        this.departed.add(pathsLeaving(plan, applier.state.folders.keys()), answer.listed_after);
         const { folder, result } = await recordFolderAction(applier.state, plan, answer);
         await host.commit(result);
         store.saveCursors(applier.cursors);

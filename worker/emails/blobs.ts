@@ -46,12 +46,17 @@ export async function stagedInUse(env: Env, keys: string[]): Promise<Set<string>
   return new Set(results.map((r) => r.raw_key));
 }
 
-/** Which of these segments still hold the raw source of some email, in one query (partial index, migration 0011). */
+/** The start of a segment's digest, as its index keeps it (migrations/0029_short_email_indexes.sql). */
+const segmentDigest = (key: string): string =>
+  `substr(${key}, instr(${key}, '${SEGMENT_MARK}') + ${SEGMENT_MARK.length}, 16)`;
+
+/** Which of these segments still hold the raw source of some email, in one query (partial index). */
 export async function segmentsInUse(env: Env, keys: string[]): Promise<Set<string>> {
   if (keys.length === 0) return new Set();
   const { results } = await env.DB.prepare(
     `SELECT j.value AS k FROM json_each(?) j WHERE EXISTS (
-       SELECT 1 FROM emails WHERE raw_key GLOB '*/segments/*' AND raw_key > j.value || '#' AND raw_key < j.value || '$')`,
+       SELECT 1 FROM emails WHERE raw_key GLOB '*/segments/*' AND ${segmentDigest('raw_key')} = ${segmentDigest('j.value')}
+       AND raw_key > j.value || '#' AND raw_key < j.value || '$')`,
   )
     .bind(JSON.stringify([...new Set(keys)]))
     .all<{ k: string }>();

@@ -8,6 +8,7 @@
 export const DELETE_EMAIL_ROWS_SQL = [
   // The search index row goes with its email_search row (trigger).
   'DELETE FROM email_search WHERE email_id IN (SELECT value FROM json_each(?))',
+  'DELETE FROM thread_key_hashes WHERE email_id IN (SELECT value FROM json_each(?))',
   'DELETE FROM thread_keys WHERE email_id IN (SELECT value FROM json_each(?))',
   'DELETE FROM email_participants WHERE email_id IN (SELECT value FROM json_each(?))',
   'DELETE FROM attachments WHERE email_id IN (SELECT value FROM json_each(?))',

@@ -10,7 +10,7 @@
  */
 import { unpackContent } from './content.ts';
 import { SNAPSHOT_KEYS, withoutBodies } from './events.ts';
-import { presentEmailList, type EmailRow } from './present.ts';
+import { presentEmailList, type AttachmentRow, type EmailRow } from './present.ts';
 
 const isSnapshot = (json: string): boolean => json.includes('"body":null') && JSON.parse(json).body === null;
 
@@ -25,8 +25,9 @@ export async function completeEmailEvents<K extends string, T extends Record<K, 
   const snapshots = rows.filter((r) => isSnapshot(r[field]));
   if (snapshots.length === 0) return rows;
   const ids = JSON.stringify([...new Set(snapshots.map((r) => JSON.parse(r[field]).id as string))]);
-  const [emails, deletes] = await db.batch<Record<string, unknown>>([
+  const [emails, attachmentRows, deletes] = await db.batch<Record<string, unknown>>([
     db.prepare('SELECT * FROM emails WHERE id IN (SELECT value FROM json_each(?))').bind(ids),
+    db.prepare('SELECT * FROM attachments WHERE email_id IN (SELECT value FROM json_each(?)) ORDER BY id').bind(ids),
     db
       .prepare(
         `SELECT data_json FROM events WHERE type IN ${DELETE_TYPES}
@@ -35,6 +36,9 @@ export async function completeEmailEvents<K extends string, T extends Record<K, 
       .bind(ids),
   ]);
   const stored = new Map((emails!.results as unknown as EmailRow[]).map((row) => [row.id, row]));
+  const attachments = new Map<string, AttachmentRow[]>();
+  for (const a of attachmentRows!.results as unknown as AttachmentRow[])
+    attachments.set(a.email_id, [...(attachments.get(a.email_id) ?? []), a]);
   const deleted = new Map(
     (deletes!.results as { data_json: string }[]).map((r) => {
       const data = JSON.parse(r.data_json) as Record<string, unknown>;
@@ -47,7 +51,9 @@ export async function completeEmailEvents<K extends string, T extends Record<K, 
       const snapshot = JSON.parse(row[field]) as Record<string, unknown>;
       const id = snapshot.id as string;
       const email = stored.get(id);
-      const base = email ? await presentStored(email) : structuredClone(deleted.get(id));
+      const base = email ? await presentStored(email, attachments.get(id) ?? []) : structuredClone(deleted.get(id));
+      // Snapshots written without `folders` (the same list as `folder_ids`, events.ts).
+      if ('folder_ids' in snapshot && !('folders' in snapshot)) snapshot.folders = snapshot.folder_ids;
       // Neither: the email went with its account (whose events then leave too).
       if (!base) return { ...row, [field]: JSON.stringify(withoutBodies(snapshot)) };
       for (const key of SNAPSHOT_KEYS) if (key in snapshot) base[key] = snapshot[key];
@@ -56,10 +62,10 @@ export async function completeEmailEvents<K extends string, T extends Record<K, 
   );
 }
 
-/** An email's list variant from its row alone: the snapshot gives its folders, attachments and reply target. */
-async function presentStored(row: EmailRow): Promise<Record<string, unknown>> {
+/** An email's list variant from its row and attachments: the snapshot gives its folders and reply target. */
+async function presentStored(row: EmailRow, attachments: AttachmentRow[]): Promise<Record<string, unknown>> {
   const bodies = row.content ? await unpackContent(row.content) : undefined;
-  return presentEmailList({ row, bodies, folder_ids: [], attachments: [], in_reply_to_id: null }) as Record<
+  return presentEmailList({ row, bodies, folder_ids: [], attachments, in_reply_to_id: null }) as Record<
     string,
     unknown
   >;

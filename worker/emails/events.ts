@@ -39,10 +39,16 @@ export const SNAPSHOT_KEYS = [
   'in_reply_to',
 ] as const;
 
+/**
+ * Left out of the snapshot when written, though older snapshots hold them: `folders` (the same
+ * list as `folder_ids`) and `attachments` (an email's attachments never change; read with the email).
+ */
+const SNAPSHOT_DERIVED: ReadonlySet<string> = new Set(['folders', 'attachments']);
+
 /** The snapshot's JSON of an email's list variant. */
 export function snapshotJson(email: Record<string, unknown>): string {
   const kept: Record<string, unknown> = {};
-  for (const key of SNAPSHOT_KEYS) if (key in email) kept[key] = email[key];
+  for (const key of SNAPSHOT_KEYS) if (key in email && !SNAPSHOT_DERIVED.has(key)) kept[key] = email[key];
   return JSON.stringify({ ...kept, body: null });
 }
 

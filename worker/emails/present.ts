@@ -10,7 +10,7 @@ import type {
   EmailListItem,
   TypedAttendee as TypedSchema,
 } from '../schemas/emails.ts';
-import { textToHtml } from '../ingest/html.ts';
+import { snippetOf, textToHtml } from '../ingest/html.ts';
 import type { Role } from '../schemas/folders.ts';
 
 type Attendee = z.output<typeof AttendeeSchema>;
@@ -28,8 +28,12 @@ export interface EmailRow {
   date: string;
   date_ms: number;
   subject: string;
-  /** `subject` lower-cased (Unicode-aware), for the case-insensitive subject filter. */
+  /**
+   * `subject` lower-cased (Unicode-aware), for the case-insensitive subject filter; '' when SQLite's
+   * lower() gives the same (ASCII-only case differences).
+   */
   subject_folded: string;
+  /** '' in rows whose text body is in `content` or `body_plain`: the snippet is made from it. */
   snippet: string;
   from_json: string | null;
   to_json: string;
@@ -173,7 +177,7 @@ export function presentEmailList(rec: EmailRecord, options: { includeHeaders?: b
     // Null when the provider gives none (IMAP); Gmail's X-GM-MSGID otherwise.
     provider_id: row.provider_id || null,
     message_id: row.message_id ?? '',
-    snippet: row.snippet,
+    snippet: row.snippet || snippetOf(rec.bodies?.plain ?? row.body_plain ?? ''),
     in_reply_to: row.in_reply_to ? { message_id: row.in_reply_to, id: rec.in_reply_to_id } : null,
     references: JSON.parse(row.references_json) as string[],
     folder_ids: rec.folder_ids,

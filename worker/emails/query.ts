@@ -126,7 +126,8 @@ export function buildEmailQuery(
     if (q[flag] !== undefined) where.push(`e.${flag} = ${q[flag] ? 1 : 0}`);
   }
   if (q.subject !== undefined) {
-    where.push('instr(e.subject_folded, ?) > 0');
+    // '' when lower() folds the subject as well (sync/email-row.ts).
+    where.push("instr(CASE e.subject_folded WHEN '' THEN lower(e.subject) ELSE e.subject_folded END, ?) > 0");
     params.push(q.subject.toLowerCase());
   }
   if (q.after !== undefined) {
@@ -141,7 +142,7 @@ export function buildEmailQuery(
     const match = matchExpression(q.q);
     if (!match) empty = true;
     where.push(SEARCH_CONDITION);
-    params.push(match ?? '');
+    params.push(match ?? '', match ?? '');
   }
   if (q.cursor !== undefined) {
     const [dateMs, id] = decodeCursor(q.cursor, filtersKey(q, options.draftsOnly ? 'drafts:' : ''));

@@ -3,7 +3,9 @@
  * FTS5. Writing: one `email_search` row (the email's stable FTS rowid) and one index row per email,
  * in the batch that inserts the email, many emails per statement. Removing: deleting the `email_search` row (directly or by
  * the cascade from `emails`) drops the index row (trigger in migrations/0004_read_side.sql).
- * Reading: user text never reaches FTS5 as syntax; every word is a quoted string.
+ * Reading: user text never reaches FTS5 as syntax; every word is a quoted string. The index keeps
+ * no positions (migrations/0027_search_without_positions.sql), so a search is words, never a phrase:
+ * a word the tokenizer splits (`zoe.quinn@example.test`) requires each of its parts.
  */
 import type { ParsedAddress } from '../ingest/types.ts';
 import { jsonChunks } from '../lib/sql.ts';
@@ -57,7 +59,14 @@ export function indexEmailsStatements(db: D1Database, docs: SearchDocument[]): D
 }
 
 /**
- * An FTS5 MATCH expression requiring every word of `text`, each as a quoted string (quotes doubled),
+ * What the index's tokenizer (unicode61: letters, numbers and private-use characters) takes as one
+ * token; everything else separates tokens. A quoted string holding two tokens would be a phrase,
+ * which an index without positions refuses, so words are split here as the tokenizer splits them.
+ */
+const SEPARATORS = /[^\p{L}\p{N}\p{Co}]+/u;
+
+/**
+ * An FTS5 MATCH expression requiring every word of `text`, each token a quoted string (quotes doubled),
  * so operators, `*`, `(`, `:` or `"` are just characters. Words without a letter or digit cannot match
  * a token and are dropped; null when nothing is left (the search finds nothing).
  */
@@ -66,10 +75,15 @@ export function matchExpression(text: string): string | null {
     .split(/\s+/)
     .filter((word) => /[\p{L}\p{N}]/u.test(word))
     .slice(0, MAX_TERMS)
-    .map((word) => `"${word.replace(/"/g, '""')}"`);
-  return terms.length ? terms.join(' ') : null;
+    .flatMap((word) => word.split(SEPARATORS).filter((token) => token !== ''))
+    .map((token) => `"${token.replace(/"/g, '""')}"`);
+  return terms.length ? [...new Set(terms)].join(' ') : null;
 }
 
-/** The condition on `emails e` for a MATCH expression bound as its one parameter. */
-export const SEARCH_CONDITION =
-  'e.id IN (SELECT s.email_id FROM email_search s WHERE s.rowid IN (SELECT rowid FROM emails_fts WHERE emails_fts MATCH ?))';
+/**
+ * The condition on `emails e` for a MATCH expression bound twice: the index, and the one with
+ * positions that holds the emails indexed before it.
+ */
+export const SEARCH_CONDITION = `e.id IN (SELECT s.email_id FROM email_search s WHERE s.rowid IN
+  (SELECT rowid FROM emails_fts WHERE emails_fts MATCH ?
+   UNION ALL SELECT rowid FROM emails_fts_positions WHERE emails_fts_positions MATCH ?))`;

@@ -36,6 +36,15 @@ const utf8Over = (text: string, max: number): boolean => text.length * 3 > max &
 const stored = (a: ParsedAddress): StoredAddress => ({ address: a.address, name: a.name ?? '' });
 const storedList = (list: ParsedAddress[]): string => JSON.stringify(list.slice(0, ADDRESSES_MAX).map(stored));
 
+/** ASCII case folding, as SQLite's lower() does it. */
+const asciiLower = (text: string): string => text.replace(/[A-Z]+/g, (upper) => upper.toLowerCase());
+
+/** The subject case-folded for the subject filter, or '' when SQLite's lower() folds it the same (emails/query.ts). */
+const foldedSubject = (subject: string): string => {
+  const folded = subject.toLowerCase();
+  return folded === asciiLower(subject) ? '' : folded;
+};
+
 export interface NewEmail {
   mail: ParsedMessage;
   message: MessageIn;
@@ -96,8 +105,9 @@ export async function buildEmailRow(e: NewEmail, raw: Uint8Array, blobs: BlobWri
     date: iso(dateMs),
     date_ms: dateMs,
     subject,
-    subject_folded: subject.toLowerCase(),
-    snippet: mail.snippet,
+    subject_folded: foldedSubject(subject),
+    // The snippet is made again from the text body when the row holds it (emails/present.ts).
+    snippet: bodiesOutside ? mail.snippet : '',
     from_json: mail.from ? JSON.stringify(stored(mail.from)) : null,
     to_json: storedList(mail.to),
     cc_json: storedList(mail.cc),

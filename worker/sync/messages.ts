@@ -235,7 +235,7 @@ async function storeNewEmail(
   made.rows.addEmail(row, mail, {
     attachments,
     membership: { folder_id: folder.id, uid: message.uid, seen: row.unread ? 0 : 1, flagged: row.starred },
-    threadKeys: threader.record(row.id, row.thread_id, threadedMessage(mail, row.date_ms, message.gm_thrid)),
+    threadKeys: await threader.record(row.id, row.thread_id, threadedMessage(mail, row.date_ms, message.gm_thrid)),
   });
   return { row, attachments };
 }

@@ -14,7 +14,8 @@ import { deleteRows, insertRows, updateRows } from './bulk.ts';
 import type { Membership } from './memberships.ts';
 
 const MEMBERSHIP_COLUMNS = ['email_id', 'folder_id', 'account_id', 'uid', 'seen', 'flagged'] as const;
-const THREAD_KEY_COLUMNS = ['account_id', 'key', 'email_id'] as const;
+const THREAD_KEY_COLUMNS = ['key_hash', 'email_id'] as const;
+const THREAD_KEY_HEX: ReadonlySet<string> = new Set(['key_hash']);
 
 /** Email columns holding JSON (an array or object, or null): they go to D1 as JSON, not as strings. */
 const JSON_COLUMNS = new Set([
@@ -124,7 +125,10 @@ export class NewMailRows {
           ]
         : []),
       ...insertRows(db, 'attachments', attachments.columns, attachments.values),
-      ...insertRows(db, 'thread_keys', THREAD_KEY_COLUMNS, this.threadKeys, { orIgnore: true }),
+      ...insertRows(db, 'thread_key_hashes', THREAD_KEY_COLUMNS, this.threadKeys, {
+        orIgnore: true,
+        hex: THREAD_KEY_HEX,
+      }),
       ...countUpStatements(db, this.accountId, this.people, ownAddresses),
       ...this.merges,
     ];

@@ -3,7 +3,9 @@
  *
  * - Gmail's X-GM-THRID where present (a derived, stable `thr_` id).
  * - Otherwise JWZ-style, through thread keys: every Message-ID an email names (its own, In-Reply-To,
- *   References) is a row in `thread_keys`, and an email joins the thread of any email sharing a key.
+ *   References) is a row in `thread_key_hashes` (as a hash of the account and the key; emails synced
+ *   before that have theirs in `thread_keys`, as text), and an email joins the thread of any email
+ *   sharing a key.
  *   That tolerates missing parents: a reply that arrives before its parent, or siblings that only
  *   share an ancestor that never arrived. When one email links two existing threads they merge: the
  *   later thread's emails (by their first date) take the earlier thread's id.
@@ -20,6 +22,7 @@ import type { ParsedMessage } from '../ingest/types.ts';
 import { derivedId, newId } from '../lib/ids.ts';
 import { isoNow } from '../lib/time.ts';
 import { placeholders } from '../lib/sql.ts';
+import { sha256Hex } from '../../common/crypto.ts';
 
 export const SUBJECT_WINDOW_MS = 30 * 24 * 3600 * 1000;
 /** The nearest ancestors are enough to find a conversation; this keeps rows and parameters bounded. */
@@ -51,6 +54,23 @@ export function normalizeSubject(subject: string): { base: string; isReply: bool
   const prefix = REPLY_PREFIXES.exec(subject)?.[0] ?? '';
   return { base: subject.slice(prefix.length).trim().replace(/\s+/g, ' ').toLowerCase(), isReply: prefix !== '' };
 }
+
+/** A key as `thread_key_hashes` holds it (hex): the first 8 bytes of SHA-256 of the account and the key. */
+async function keyHash(accountId: string, key: string): Promise<string> {
+  return (await sha256Hex(`${accountId}\n${key}`)).slice(0, 16);
+}
+
+/**
+ * The stored emails naming each key (JSON [key, hash] pairs, ?2) with their thread: by hash, and by
+ * text in the rows written before hashes (?1: the account).
+ */
+const EMAILS_NAMING = `SELECT json_extract(j.value, '$[0]') AS key, e.thread_id, e.date_ms FROM json_each(?2) j
+    CROSS JOIN thread_key_hashes k ON k.key_hash = unhex(json_extract(j.value, '$[1]'))
+    JOIN emails e ON e.id = k.email_id
+  UNION ALL
+  SELECT json_extract(j.value, '$[0]'), e.thread_id, e.date_ms FROM json_each(?2) j
+    CROSS JOIN thread_keys k ON k.account_id = ?1 AND k.key = json_extract(j.value, '$[0]')
+    JOIN emails e ON e.id = k.email_id`;
 
 /** The Message-IDs an email names. */
 function messageKeys(m: ThreadedMessage): string[] {
@@ -91,22 +111,18 @@ export class Threader {
       const { base, isReply } = normalizeSubject(m.subject);
       if (!m.in_reply_to && m.references.length === 0 && isReply && base) subjects.add(SUBJECT_KEY + base);
     }
+    const pairs = async (list: Set<string>) =>
+      JSON.stringify(await Promise.all([...list].map(async (key) => [key, await keyHash(this.accountId, key)])));
     const [byKey, bySubject] = await this.db.batch([
       this.db
         .prepare(
           `SELECT h.key, h.thread_id, (SELECT MIN(date_ms) FROM emails WHERE thread_id = h.thread_id) AS first_ms
-           FROM (SELECT DISTINCT k.key, e.thread_id FROM json_each(?2) j
-                 CROSS JOIN thread_keys k ON k.account_id = ?1 AND k.key = j.value
-                 JOIN emails e ON e.id = k.email_id) h`,
+           FROM (SELECT DISTINCT key, thread_id FROM (${EMAILS_NAMING})) h`,
         )
-        .bind(this.accountId, JSON.stringify([...keys])),
+        .bind(this.accountId, await pairs(keys)),
       this.db
-        .prepare(
-          `SELECT k.key, e.thread_id, MAX(e.date_ms) AS date_ms FROM json_each(?2) j
-           CROSS JOIN thread_keys k ON k.account_id = ?1 AND k.key = j.value
-           JOIN emails e ON e.id = k.email_id GROUP BY k.key`,
-        )
-        .bind(this.accountId, JSON.stringify([...subjects])),
+        .prepare(`SELECT key, thread_id, MAX(date_ms) AS date_ms FROM (${EMAILS_NAMING}) GROUP BY key`)
+        .bind(this.accountId, await pairs(subjects)),
     ]);
     for (const r of (byKey?.results ?? []) as { key: string; thread_id: string; first_ms: number }[])
       this.stored.set(r.key, [...(this.stored.get(r.key) ?? []), { threadId: r.thread_id, firstMs: r.first_ms }]);
@@ -141,8 +157,8 @@ export class Threader {
     return { threadId: winner!.threadId, statements: this.merge(winner!, later), merged: later.map((t) => t.threadId) };
   }
 
-  /** Rows of `thread_keys` [account_id, key, email_id] recording a new email's keys (written after its insert). */
-  record(emailId: string, threadId: string, m: ThreadedMessage): unknown[][] {
+  /** Rows of `thread_key_hashes` [key_hash (hex), email_id] recording a new email's keys (written after its insert). */
+  async record(emailId: string, threadId: string, m: ThreadedMessage): Promise<unknown[][]> {
     if (m.gm_thrid) return [];
     const { base } = normalizeSubject(m.subject);
     const keys = [...messageKeys(m), ...(base ? [SUBJECT_KEY + base] : [])];
@@ -151,7 +167,7 @@ export class Threader {
       if (!known || known.dateMs <= m.date_ms) this.pending.set(key, { threadId, dateMs: m.date_ms });
     }
     this.pendingFirst.set(threadId, Math.min(this.pendingFirst.get(threadId) ?? Infinity, m.date_ms));
-    return keys.map((key) => [this.accountId, key, emailId]);
+    return Promise.all(keys.map(async (key) => [await keyHash(this.accountId, key), emailId]));
   }
 
   /** Threads (stored or pending) holding an email that names one of `keys`, with their first dates. */

@@ -134,10 +134,15 @@ class Relay {
   }
 }
 
+/** What fetchNew relayed: how far it read, and the UIDs it relayed (ascending). */
+export interface NewMail extends ReadThrough {
+  relayed: number[];
+}
+
 /**
  * Fetches and relays every message above the baseline's last UID. Returns the folder's last UID
- * (everything up to it has been relayed, or was expunged, or did not come after a second try) and
- * whether everything the folder held was relayed.
+ * (everything up to it has been relayed, or was expunged, or did not come after a second try),
+ * whether everything the folder held was relayed, and the UIDs relayed.
  */
 export async function fetchNew(
   host: FetchHost,
@@ -145,12 +150,13 @@ export async function fetchNew(
   path: string,
   status: FolderStatus,
   base: FolderCursor,
-): Promise<ReadThrough> {
+): Promise<NewMail> {
   // STATUS (or EXAMINE) ran before this FETCH, whose view is at least as new (see statusOf):
   // every UID below its UIDNEXT is covered by it.
   let lastUid = Math.max(base.last_uid, status.uidnext - 1);
   // Nothing new by the folder's numbers; numbers that may be behind (STATUS of a selected folder) never skip the FETCH.
-  if (status.exact && status.uidnext !== 0 && status.uidnext <= base.last_uid + 1) return { lastUid, complete: true };
+  if (status.exact && status.uidnext !== 0 && status.uidnext <= base.last_uid + 1)
+    return { lastUid, complete: true, relayed: [] };
   const gmail = host.gmail();
   const relay = new Relay(host, path, status.uidvalidity);
   /** UIDs answered without their source (and not with it in another response of the same FETCH). */
@@ -195,5 +201,6 @@ export async function fetchNew(
       last_uid: lastUid,
       highest_modseq: base.highest_modseq,
     });
-  return { lastUid, complete: sourceless.size === 0 };
+  const relayed = [...relay.relayed].sort((a, b) => a - b);
+  return { lastUid, complete: sourceless.size === 0, relayed };
 }

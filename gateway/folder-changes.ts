@@ -157,6 +157,18 @@ export class FolderChanges {
     if (tail.digests) this.#flagDigests.set(path, tail.digests);
   }
 
+  /**
+   * Mail relayed outside the folder's own pass (another folder's catch-up) joins the view its next
+   * pass compares with: one that left again at once is then seen leaving, and announced as a hint
+   * with what comes back (else its return would find the old place still held: a second email).
+   */
+  caughtUp(path: string, uidvalidity: number, uids: number[]): void {
+    const last = this.#lastSnapshot.get(path);
+    if (!last || last.uidvalidity !== uidvalidity || uids.length === 0) return;
+    const merged = Uint32Array.from(new Set([...last.uids, ...uids]));
+    this.#lastSnapshot.set(path, { uidvalidity, uids: merged.sort() });
+  }
+
   #previousSnapshot(path: string, uidvalidity: number, reset: boolean): Uint32Array | undefined {
     const last = this.#lastSnapshot.get(path);
     return last && !reset && last.uidvalidity === uidvalidity ? last.uids : undefined;

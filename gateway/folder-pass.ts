@@ -20,7 +20,7 @@ import type { Evidence } from './evidence.ts';
 import { errorFields, type Logger } from './log.ts';
 import { observeRelay } from './metrics.ts';
 import type { StageSource } from './messages.ts';
-import { fetchNew, type FetchHost } from './fetch-new.ts';
+import { fetchNew, type FetchHost, type NewMail } from './fetch-new.ts';
 import { hasNewMail, mayHaveNewMail, statusOf } from './folder-status.ts';
 import { mergeHints, sendSnapshot, sendTail, type ReadThrough } from './pass-tail.ts';
 import { Aborted } from './worker-client.ts';
@@ -257,7 +257,7 @@ export class FolderPasses {
     status: FolderStatus,
     base: FolderCursor,
     ownGone: number[] = [],
-  ): Promise<ReadThrough> {
+  ): Promise<NewMail> {
     const host = this.#host;
     const own = ownGone.length ? [{ path, uidvalidity: status.uidvalidity, uids: ownGone }] : [];
     const fetchHost: FetchHost = {
@@ -298,7 +298,9 @@ export class FolderPasses {
             // Its own expunges ride along too: a message that left this folder and came back under a
             // new UID is the same email, not a second copy beside its old place.
             const own = await host.changes.peekGone(client, f.path, status, base);
-            await this.#fetchNew(client, f.path, status, base, own);
+            const read = await this.#fetchNew(client, f.path, status, base, own);
+            // The Worker now holds them there: the folder's next pass must see them leave.
+            host.changes.caughtUp(f.path, status.uidvalidity, read.relayed);
             this.#heldSince.delete(f.path);
           })
           .catch((err: unknown) => this.#passFailed(f.path, err)),

@@ -2,7 +2,7 @@
 import { resealStale } from './accounts/reseal.ts';
 import { resumeStalledPurges } from './accounts/remove.ts';
 import { createApp } from './app.ts';
-import { meteredEnv, meterInvocation, routeKind } from './lib/d1-meter.ts';
+import { meterCall, meteredEnv, meterInvocation, routeKind } from './lib/d1-meter.ts';
 import type { Env, WebhookQueueMessage } from './env.ts';
 import { handleWebhookBatch } from './webhooks/consumer.ts';
 import { runSweep } from './webhooks/sweep.ts';
@@ -14,8 +14,9 @@ const app = createApp();
 
 export default {
   fetch: (request: Request, env: Env, ctx: ExecutionContext) => {
-    meterInvocation(env, routeKind(request));
-    return app.fetch(request, meteredEnv(env), ctx);
+    const kind = routeKind(request);
+    meterInvocation(env, kind);
+    return meterCall(env, kind, async () => app.fetch(request, meteredEnv(env), ctx));
   },
   queue: (batch, env) => {
     meterInvocation(env, 'queue');

@@ -8,6 +8,9 @@
  *     how long until the API shows those flags, how many change calls that took and the slowest one
  *     (each flags or snapshot piece is a call of its own, common/relay-pieces.ts; the Worker's side
  *     of a piece is metered against Cloudflare's limits in test/worker/sync-big-folder.test.ts).
+ * For both, per kind of call to the Worker (the Worker runs with D1_METER=true): the calls made, and
+ * per call the D1 queries, statements and subrequests (max and mean) against Cloudflare's
+ * 1,000-queries and 50-subrequests limits per invocation (call-meter.ts).
  */
 import { chownSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -15,6 +18,7 @@ import { openImap } from '../mailserver/client.ts';
 import { startMailServer } from '../mailserver/mailserver.ts';
 import { connectMailbox } from '../node/connect.ts';
 import { eventually, startService, type Service } from '../node/service.ts';
+import { describeCalls, meterCalls } from './call-meter.ts';
 
 const COUNT = Number(process.env.BENCH_BIG_FOLDER_COUNT ?? 100_000);
 const GATEWAY_ID = 'bench-big-folder';
@@ -38,7 +42,8 @@ function changeCalls(service: Service, from: number): number[] {
 
 export async function run(): Promise<void> {
   const mail = await startMailServer({ withoutCapabilities: ['CONDSTORE', 'QRESYNC'] });
-  const service = await startService();
+  const service = await startService({ workerEnv: { D1_METER: 'true' } });
+  const calls = meterCalls(service);
   const env = { NODE_EXTRA_CA_CERTS: mail.caFile };
   try {
     let gateway = service.startGateway(GATEWAY_ID, env);
@@ -61,6 +66,7 @@ export async function run(): Promise<void> {
     console.log(`filled Big with ${COUNT} messages in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 
     service.workerLog.length = 0;
+    calls.take();
     const t1 = performance.now();
     gateway = service.startGateway(GATEWAY_ID, env);
     await eventually(async () => emails(service, alice.id) >= COUNT, {
@@ -76,6 +82,7 @@ export async function run(): Promise<void> {
     console.log(
       `synced ${COUNT} messages in ${syncSeconds.toFixed(1)} s (${(COUNT / syncSeconds).toFixed(0)} msg/s); ${statements.length} batches, at most ${Math.max(...statements)} D1 statements in one`,
     );
+    console.log(describeCalls(calls.take()).join('\n'));
 
     // Another client marks one message in a hundred; the gateway dies and a new one starts.
     const imap = await openImap(mail.info(), 'alice');
@@ -88,6 +95,7 @@ export async function run(): Promise<void> {
     await imap.logout();
     await gateway.kill('SIGKILL');
     const from = service.workerLog.length;
+    calls.take();
     const t2 = performance.now();
     gateway = service.startGateway(GATEWAY_ID, env);
     await eventually(async () => emails(service, alice.id, 'AND unread = 0') >= marked, {
@@ -95,10 +103,11 @@ export async function run(): Promise<void> {
       timeoutMs: 1_800_000,
       intervalMs: 500,
     });
-    const calls = changeCalls(service, from);
+    const changes = changeCalls(service, from);
     console.log(
-      `after a restart the flags of all ${COUNT} messages were read again and ${marked} changes shown in ${((performance.now() - t2) / 1000).toFixed(1)} s: ${calls.length} change calls, the slowest ${Math.max(0, ...calls)} ms`,
+      `after a restart the flags of all ${COUNT} messages were read again and ${marked} changes shown in ${((performance.now() - t2) / 1000).toFixed(1)} s: ${changes.length} change calls, the slowest ${Math.max(0, ...changes)} ms`,
     );
+    console.log(describeCalls(calls.take()).join('\n'));
     await gateway.kill('SIGTERM');
   } finally {
     await service.stop();

@@ -67,7 +67,7 @@ describe('fetchNew', () => {
     expect(second).toBe(true);
     expect(c.asked).toEqual(['1:* sizes', '1:3 source', '2 source']);
     expect(relayed(h).map((m) => m.uid)).toEqual([1, 3, 2]);
-    expect(read).toEqual({ lastUid: 3, complete: true });
+    expect(read).toEqual({ lastUid: 3, complete: true, relayed: [1, 2, 3] });
     expect(cursorOf(h)).toMatchObject({ last_uid: 3 });
   });
 
@@ -84,7 +84,7 @@ describe('fetchNew', () => {
       return [];
     });
     const read = await fetchNew(h, c, 'INBOX', status, base);
-    expect(read).toEqual({ lastUid: 3, complete: false });
+    expect(read).toEqual({ lastUid: 3, complete: false, relayed: [1, 3] });
     expect(cursorOf(h)).toMatchObject({ last_uid: 3 });
   });
 

@@ -31,6 +31,15 @@ describe('FolderChanges.gone', () => {
     expect(changes.gone('Travel', tail(8, [1, 2]))).toEqual([]);
   });
 
+  it('counts mail a catch-up relayed into the folder: it is seen leaving', () => {
+    const changes = new FolderChanges(features, 100);
+    changes.relayed('Travel', tail(7, [1, 2]));
+    changes.caughtUp('Travel', 7, [5, 6]);
+    // Relayed under another numbering: not this folder's messages.
+    changes.caughtUp('Travel', 8, [9]);
+    expect(changes.gone('Travel', tail(7, [1, 6, 9]))).toEqual([2, 5]);
+  });
+
   it('forgets the snapshot when the Worker says the folder was renumbered', () => {
     const changes = new FolderChanges(features, 100);
     changes.relayed('Travel', tail(7, [1, 2, 3]));

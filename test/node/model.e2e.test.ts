@@ -26,6 +26,7 @@ it('keeps the API equal to the server through 150 random operations and 3 gatewa
   });
   console.log(`[model] ${JSON.stringify(figures)}`);
   expect(figures.problems).toEqual([]);
+  expect(figures.gaveUp).toBeUndefined();
   expect(figures.checks).toBe(3);
   // Every 45 steps, and after the renumbering of a folder being read again.
   expect(figures.kills).toBeGreaterThanOrEqual(3);

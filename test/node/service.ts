@@ -20,8 +20,10 @@ export interface Service {
   adminKey: string;
   gatewaySecret: string;
   stateDir: string;
-  /** What `npm start` (wrangler dev, the Worker's console) printed, newest last. */
+  /** What `npm start` (wrangler dev, the Worker's console) printed, newest last (the last 5,000 lines). */
   workerLog: string[];
+  /** Calls `listener` with every line `npm start` prints from now on (for more than workerLog keeps). */
+  onWorkerLine(listener: (line: string) => void): void;
   /** Gateways started so far, with their logs. */
   gateways: GatewayProcess[];
   /** Start a gateway process; its output goes to the returned log array. */
@@ -48,11 +50,13 @@ export interface GatewayProcess {
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 
-function collect(child: ChildProcess, log: string[], echo: boolean): void {
+function collect(child: ChildProcess, log: string[], echo: boolean, listeners: ((line: string) => void)[] = []): void {
   for (const stream of [child.stdout, child.stderr]) {
     stream?.setEncoding('utf8');
     stream?.on('data', (chunk: string) => {
-      log.push(...chunk.split('\n').filter(Boolean));
+      const lines = chunk.split('\n').filter(Boolean);
+      log.push(...lines);
+      for (const listener of listeners) for (const line of lines) listener(line);
       if (log.length > 5000) log.splice(0, log.length - 5000);
       if (echo) process.stderr.write(chunk);
     });
@@ -92,9 +96,10 @@ export async function startService(
     ...options.workerEnv,
   };
   const workerLog: string[] = [];
+  const workerListeners: ((line: string) => void)[] = [];
   const startWorker = async (workerEnv: NodeJS.ProcessEnv) => {
     const child = spawn('npm', ['start'], { env: workerEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-    collect(child, workerLog, echo);
+    collect(child, workerLog, echo, workerListeners);
     try {
       await waitForHttp(`${base}/`, 240_000);
     } catch (err) {
@@ -121,6 +126,9 @@ export async function startService(
     gatewaySecret,
     stateDir,
     workerLog,
+    onWorkerLine(listener) {
+      workerListeners.push(listener);
+    },
     startGateway(id = `gw-${randomBytes(3).toString('hex')}`, extra = {}, nodeFlags = []) {
       const log: string[] = [];
       const child = spawn(process.execPath, [...nodeFlags, 'gateway/main.ts'], {
@@ -167,10 +175,13 @@ export async function startService(
       const out: any[] = [];
       let cursor: string | undefined;
       do {
-        const { data, error } = await service.client.GET('/api/v1/emails', {
+        const { data, error, response } = await service.client.GET('/api/v1/emails', {
           params: { query: { account_id: accountId, limit: 250, cursor } },
         });
-        if (!data) throw new Error(`GET /emails: ${JSON.stringify(error)}`);
+        if (!data)
+          throw Object.assign(new Error(`GET /emails answered ${response.status}: ${JSON.stringify(error)}`), {
+            status: response.status,
+          });
         out.push(...data.data);
         cursor = data.cursor ?? undefined;
       } while (cursor);
@@ -181,7 +192,8 @@ export async function startService(
         const dir = join(stateDir, 'v3', 'd1', 'miniflare-D1DatabaseObject');
         const file = readdirSync(dir).find((f) => f.endsWith('.sqlite') && f !== 'metadata.sqlite');
         if (!file) throw new Error(`no D1 database file in ${dir}`);
-        db = new DatabaseSync(join(dir, file), { readOnly: true });
+        // workerd writes the file meanwhile: wait for its write lock rather than fail at once.
+        db = new DatabaseSync(join(dir, file), { readOnly: true, timeout: 10_000 });
       }
       return db.prepare(sql).all(...params) as any[];
     },

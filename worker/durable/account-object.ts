@@ -17,7 +17,7 @@ import type {
 import { deleteAccountRow, purgeStep } from '../accounts/purge.ts';
 import { recordSkippedMessage, writeAccountStatus } from '../accounts/status.ts';
 import type { Env } from '../env.ts';
-import { meteredEnv } from '../lib/d1-meter.ts';
+import { meterCall, meteredEnv } from '../lib/d1-meter.ts';
 import { dispatchEvents, type OutboxEvent } from '../events/outbox.ts';
 import { releaseStaged } from '../emails/blobs.ts';
 import { ChangeApplier } from '../sync/apply.ts';
@@ -244,44 +244,46 @@ export class AccountObject extends DurableObject<Env> {
     sequence?: ChangesSequence,
     prepared?: Prepared,
   ): Promise<HolderResult<AppliedChanges> | { ok: false; out_of_order: string }> {
-    if (sequence) await this.order.waitForTurn(sequence, gatewayId);
-    return this.serialize(async () => {
-      const problem = this.leaseProblem(gatewayId);
-      if (problem) return { ok: false, lease_lost: problem };
-      const turn = sequence ? this.order.turn(sequence, gatewayId) : 'apply';
-      if (turn === 'applied') return { ok: true, value: this.applied() };
-      if (turn === 'refused') return { ok: false, out_of_order: `batch ${sequence!.n} came out of order` };
-      const context = this.store.accountContext();
-      if (!this.orphansChecked) {
-        this.orphansChecked = true;
-        this.store.setOrphansWaiting(await hasOrphans(this.env, context.accountId));
-        const due = this.staged.next();
-        if (due !== null) await this.alarmAt(due);
-      }
-      const stats = newStats();
-      const env = countingEnv(this.env, stats);
-      const applier = new ChangeApplier(env, context, this.store.loadCursors(), this.store.loadInitialSync(), stats);
-      applier.state.prepared = preparedByMessage(changes, prepared);
-      applier.state.orphanMark = this.store.nextOrphanMark();
-      applier.state.listedMark = this.store.listedMark();
-      const start = performance.now();
-      await applier.loadFolders();
-      await runChanges(
-        {
-          applier,
-          store: this.store,
-          commit: (result) => this.commit(result, env, stats, applier.state.orphanMark),
-          skipped: (where, reason) => recordSkippedMessage(this.env, context.accountId, where, reason),
-        },
-        this.actions.withoutDeparted(changes),
-      );
-      if (sequence) this.order.applied(sequence, gatewayId);
-      this.store.setListedMark(applier.state.listedMark);
-      // New evidence: the orphans it covers are deleted in the alarm (an invocation of its own).
-      if (this.store.orphansWaiting() && changes.some((c) => c.type === 'passed')) await this.alarmAt(Date.now());
-      stats.applyMs = performance.now() - start;
-      if (stats.messages) logStats(stats);
-      return { ok: true, value: this.applied() };
+    return meterCall(this.env, 'object applyChanges', async () => {
+      if (sequence) await this.order.waitForTurn(sequence, gatewayId);
+      return this.serialize(async () => {
+        const problem = this.leaseProblem(gatewayId);
+        if (problem) return { ok: false, lease_lost: problem };
+        const turn = sequence ? this.order.turn(sequence, gatewayId) : 'apply';
+        if (turn === 'applied') return { ok: true, value: this.applied() };
+        if (turn === 'refused') return { ok: false, out_of_order: `batch ${sequence!.n} came out of order` };
+        const context = this.store.accountContext();
+        if (!this.orphansChecked) {
+          this.orphansChecked = true;
+          this.store.setOrphansWaiting(await hasOrphans(this.env, context.accountId));
+          const due = this.staged.next();
+          if (due !== null) await this.alarmAt(due);
+        }
+        const stats = newStats();
+        const env = countingEnv(this.env, stats);
+        const applier = new ChangeApplier(env, context, this.store.loadCursors(), this.store.loadInitialSync(), stats);
+        applier.state.prepared = preparedByMessage(changes, prepared);
+        applier.state.orphanMark = this.store.nextOrphanMark();
+        applier.state.listedMark = this.store.listedMark();
+        const start = performance.now();
+        await applier.loadFolders();
+        await runChanges(
+          {
+            applier,
+            store: this.store,
+            commit: (result) => this.commit(result, env, stats, applier.state.orphanMark),
+            skipped: (where, reason) => recordSkippedMessage(this.env, context.accountId, where, reason),
+          },
+          this.actions.withoutDeparted(changes),
+        );
+        if (sequence) this.order.applied(sequence, gatewayId);
+        this.store.setListedMark(applier.state.listedMark);
+        // New evidence: the orphans it covers are deleted in the alarm (an invocation of its own).
+        if (this.store.orphansWaiting() && changes.some((c) => c.type === 'passed')) await this.alarmAt(Date.now());
+        stats.applyMs = performance.now() - start;
+        if (stats.messages) logStats(stats);
+        return { ok: true, value: this.applied() };
+      });
     });
   }
 

@@ -5,7 +5,14 @@
  * line at most once a second, when D1 is used: statements, writing statements (INSERT, UPDATE,
  * DELETE, REPLACE), rows written as D1 reports them (indexes included, as Cloudflare bills them),
  * and invocations by kind (a fetch by its route, a queue batch, a scheduled run).
+ *
+ * Per call too (`npm run bench big-folder`): what one invocation run through `meterCall` asked of
+ * Cloudflare, logged as one `meter call {…}` line when it ends: D1 queries (a statement's run, or a
+ * batch), statements (each statement of a batch counts, as the 1,000 per invocation do) and
+ * subrequests (R2, the queue and Durable Object calls, the 50 per invocation). Work an invocation
+ * leaves running after it answers is not in its line.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Env } from '../env.ts';
 
 interface Totals {
@@ -20,6 +27,68 @@ let loggedAt = 0;
 const metered = new WeakSet<object>();
 
 const enabled = (env: Env) => env.D1_METER === 'true';
+
+interface CallCounts {
+  queries: number;
+  statements: number;
+  subrequests: number;
+}
+
+const currentCall = new AsyncLocalStorage<CallCounts>();
+
+/** Runs one invocation (`kind`: a route, an object's method) and logs what it asked of Cloudflare. */
+export async function meterCall<T>(env: Env, kind: string, work: () => Promise<T>): Promise<T> {
+  if (!enabled(env)) return work();
+  const counts: CallCounts = { queries: 0, statements: 0, subrequests: 0 };
+  const started = Date.now();
+  try {
+    return await currentCall.run(counts, work);
+  } finally {
+    console.log(`meter call ${JSON.stringify({ kind, ...counts, ms: Date.now() - started })}`);
+  }
+}
+
+function countSubrequest(): void {
+  const call = currentCall.getStore();
+  if (call) call.subrequests += 1;
+}
+
+/** Every method call on `target` counts as a subrequest (R2, the queue). */
+function countingCalls<T extends object>(target: T): T {
+  return new Proxy(target, {
+    get(t, prop) {
+      const value = Reflect.get(t, prop);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        countSubrequest();
+        return Reflect.apply(value, t, args);
+      };
+    },
+  });
+}
+
+/** A namespace whose stubs count every call (an RPC method or fetch) as a subrequest. */
+function countingObjects(namespace: DurableObjectNamespace): DurableObjectNamespace {
+  return new Proxy(namespace, {
+    get(t, prop) {
+      const value = Reflect.get(t, prop);
+      if (typeof value !== 'function') return value;
+      if (prop !== 'get') return value.bind(t);
+      return (...args: unknown[]) =>
+        new Proxy(Reflect.apply(value, t, args) as DurableObjectStub, {
+          get(stub, name) {
+            const member = Reflect.get(stub, name);
+            if (typeof member !== 'function' || name === 'then') return member;
+            return (...callArgs: unknown[]) => {
+              countSubrequest();
+              // Reflect.apply: an RPC method's own `.apply` would be taken for a remote method.
+              return Reflect.apply(member as (...a: unknown[]) => unknown, stub, callArgs);
+            };
+          },
+        });
+    },
+  });
+}
 
 /** Counts one invocation of the Worker (`kind`: a route, `queue`, `scheduled`). */
 export function meterInvocation(env: Env, kind: string): void {
@@ -44,6 +113,7 @@ export function meteredEnv(env: Env): Env {
       if (prop === 'prepare') return (sql: string) => meterStatement(target.prepare(sql), sql);
       if (prop === 'batch')
         return async (statements: D1PreparedStatement[]) => {
+          countQuery();
           for (const statement of statements) countStatement(statement);
           const results = await target.batch(statements);
           for (const r of results) addRows(r.meta);
@@ -54,7 +124,14 @@ export function meteredEnv(env: Env): Env {
     },
   });
   metered.add(db);
-  return { ...env, DB: db };
+  return {
+    ...env,
+    DB: db,
+    BLOBS: countingCalls(env.BLOBS),
+    WEBHOOKS: countingCalls(env.WEBHOOKS),
+    ACCOUNTS: countingObjects(env.ACCOUNTS),
+    GATEWAYS: countingObjects(env.GATEWAYS),
+  };
 }
 
 function addRows(meta: { rows_written?: number } | undefined): void {
@@ -70,7 +147,10 @@ function meterStatement(statement: D1PreparedStatement, sql: string): D1Prepared
   writing.set(statement, /^\s*(insert|update|delete|replace)\b/i.test(sql));
   const bind = statement.bind.bind(statement);
   statement.bind = (...values: unknown[]) => meterStatement(bind(...values), sql);
-  const count = () => countStatement(statement);
+  const count = () => {
+    countQuery();
+    countStatement(statement);
+  };
   const all = statement.all.bind(statement);
   const run = statement.run.bind(statement);
   const raw = statement.raw.bind(statement);
@@ -103,8 +183,15 @@ function meterStatement(statement: D1PreparedStatement, sql: string): D1Prepared
 /** Whether each metered statement writes. */
 const writing = new WeakMap<D1PreparedStatement, boolean>();
 
+function countQuery(): void {
+  const call = currentCall.getStore();
+  if (call) call.queries += 1;
+}
+
 function countStatement(statement: D1PreparedStatement): void {
   totals.statements += 1;
+  const call = currentCall.getStore();
+  if (call) call.statements += 1;
   if (writing.get(statement)) totals.writes += 1;
 }
 

@@ -2,13 +2,16 @@
  * The model-based integrity run: a seeded random sequence of what other mail clients do (see
  * operations.ts), interleaved with gateway SIGKILLs and restarts; every `checkEvery` steps the run
  * waits for quiescence and then demands that the API equals the server (check.ts), that no email
- * changed its id while its message stayed, and that the events told the truth.
+ * changed its id while its message stayed, and that the events told the truth. The run's own looks
+ * retry a loaded machine's failures (harness.ts); one that gives up ends the run with `gaveUp` set,
+ * apart from `problems`.
  */
 import type { ImapFlow } from 'imapflow';
 import { openImap } from '../../mailserver/client.ts';
 import type { MailServer } from '../../mailserver/mailserver.ts';
 import type { GatewayProcess, Service } from '../service.ts';
 import { differences, eventProblems, readServer, singleInstanceIds } from './check.ts';
+import { HarnessGaveUp, retrier, type Retrier } from './harness.ts';
 import { prng } from '../../shared/prng.ts';
 import { randomOperation, type ModelContext } from './operations.ts';
 
@@ -27,6 +30,8 @@ export interface ModelOptions {
   gateway: GatewayProcess;
   /** Operations to leave out, by name (see operations.ts). */
   leaveOut?: string[];
+  /** Stop after the step at which this time (epoch ms) has passed, with a last check. */
+  stopAt?: number;
   /** How long to wait for the API to agree with the server at a check. */
   quiescenceMs?: number;
   log?: (line: string) => void;
@@ -42,6 +47,10 @@ export interface ModelFigures {
   seconds: number;
   /** Empty when the run found nothing wrong. */
   problems: string[];
+  /** How often the run's own looks (GET /emails, the D1 file, the server's listing) had to be retried. */
+  harnessRetries: number;
+  /** Set when the run stopped because one of its own looks failed for minutes: no finding about the product. */
+  gaveUp?: string;
 }
 
 export async function runModel(options: ModelOptions): Promise<ModelFigures> {
@@ -69,6 +78,8 @@ export async function runModel(options: ModelOptions): Promise<ModelFigures> {
   let checks = 0;
   let known = new Map<number, string>();
   const problems: string[] = [];
+  const look = retrier({ log });
+  let gaveUp: string | undefined;
 
   const usableClient = async (): Promise<ImapFlow> => {
     if (client.usable) return client;
@@ -77,7 +88,10 @@ export async function runModel(options: ModelOptions): Promise<ModelFigures> {
     return client;
   };
 
-  for (let step = 1; step <= options.steps && problems.length === 0; step++) {
+  let step = 0;
+  while (step < options.steps && problems.length === 0) {
+    step++;
+    const last = step === options.steps || Date.now() > (options.stopAt ?? Number.POSITIVE_INFINITY);
     try {
       await usableClient();
       await randomOperation(ctx);
@@ -89,9 +103,17 @@ export async function runModel(options: ModelOptions): Promise<ModelFigures> {
       await ctx.killGateway();
       ctx.trace.push(`step ${step}: gateway killed and restarted`);
     }
-    if (step % options.checkEvery === 0 || step === options.steps) {
+    if (step % options.checkEvery === 0 || last) {
       checks++;
-      const found = await check(options, await usableClient(), known, ctx.copied);
+      let found: Awaited<ReturnType<typeof check>>;
+      try {
+        found = await check(options, look, usableClient, known, ctx.copied);
+      } catch (err) {
+        if (!(err instanceof HarnessGaveUp)) throw err;
+        gaveUp = `at the check after step ${step}: ${err.message}`;
+        log(`step ${step}: ${gaveUp}`);
+        break;
+      }
       problems.push(...found.problems.map((p) => `after step ${step}: ${p}`));
       if (found.problems.length) problems.push('what happened before (oldest first):', ...ctx.trace);
       ctx.trace.length = 0;
@@ -99,37 +121,44 @@ export async function runModel(options: ModelOptions): Promise<ModelFigures> {
       ctx.copied.clear();
       log(`step ${step}: checked, ${found.size} messages, ${found.problems.length} problems`);
     }
+    if (last) break;
   }
   await client.logout().catch(() => undefined);
   return {
     seed: options.seed,
-    steps: options.steps,
+    steps: step,
     checks,
     kills,
     messages: ctx.nextId - 1,
     operations: ctx.counts,
     seconds: Math.round((Date.now() - started) / 1000),
     problems,
+    harnessRetries: look.retries,
+    ...(gaveUp ? { gaveUp } : {}),
   };
 }
 
 async function check(
   options: ModelOptions,
-  client: ImapFlow,
+  look: Retrier,
+  client: () => Promise<ImapFlow>,
   before: Map<number, string>,
   copied: Set<number>,
 ): Promise<{ problems: string[]; known: Map<number, string>; size: number }> {
+  const { service, accountId } = options;
   const deadline = Date.now() + (options.quiescenceMs ?? 120_000);
-  let server = await readServer(client);
-  let diff = differences(server, options.service, options.accountId);
+  const readBoth = async () => {
+    const server = await look('the server listing', async () => readServer(await client()));
+    return { server, diff: await look('D1', () => differences(server, service, accountId)) };
+  };
+  let { server, diff } = await readBoth();
   while (diff.length && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 500));
-    server = await readServer(client);
-    diff = differences(server, options.service, options.accountId);
+    ({ server, diff } = await readBoth());
   }
   // Quiescence includes the orphan grace: an email in no folder counts as a difference until deleted.
   const problems = [...diff];
-  const known = singleInstanceIds(server, options.service, options.accountId);
+  const known = await look('D1', () => singleInstanceIds(server, service, accountId));
   for (const [modelId, emailId] of known) {
     const was = before.get(modelId);
     if (was && was !== emailId && !copied.has(modelId)) {
@@ -137,13 +166,14 @@ async function check(
       problems.push(...eventsOf(options.service, [was, emailId]));
     }
   }
-  problems.push(...eventProblems(options.service, options.accountId));
-  const listed = (await options.service.listEmails(options.accountId)).length;
-  const stored = new Set(
-    options.service
-      .query<{ id: string }>('SELECT id FROM emails WHERE account_id = ?', options.accountId)
-      .map((r) => r.id),
-  ).size;
+  problems.push(...(await look('the events in D1', () => eventProblems(service, accountId))));
+  const listed = (await look('GET /emails', () => service.listEmails(accountId))).length;
+  const stored = await look(
+    'D1',
+    () =>
+      new Set(service.query<{ id: string }>('SELECT id FROM emails WHERE account_id = ?', accountId).map((r) => r.id))
+        .size,
+  );
   if (listed !== stored) problems.push(`GET /emails lists ${listed} emails, D1 holds ${stored}`);
   if (problems.length) {
     // A message the Worker gave up on says why in the account's last_error.

@@ -1,8 +1,10 @@
 /**
  * `npm run soak [steps] [seed]`: the model-based integrity run (run.ts), long. Starts its own Dovecot,
- * Postfix, `npm start` and gateway; prints its figures and every problem found; exits 1 on a problem.
+ * Postfix, `npm start` and gateway; prints its figures and every problem found; exits 1 on a problem,
+ * 2 when the run's own looks at the Worker, D1 or the server kept failing (no finding about the product).
  * SOAK_WITHOUT=CONDSTORE,QRESYNC runs it against a Dovecot that does not offer those extensions;
- * SOAK_DEFAULTS=1 runs the gateway at the shipped settings (15 s poll) instead of a 1 s poll.
+ * SOAK_DEFAULTS=1 runs the gateway at the shipped settings (15 s poll) instead of a 1 s poll;
+ * SOAK_MINUTES=n stops after n minutes (with a last check) if the steps are not done by then.
  */
 import { connectMailbox } from '../connect.ts';
 import { startEndToEnd, stopEndToEnd } from '../service.ts';
@@ -11,12 +13,13 @@ import { runModel } from './run.ts';
 const steps = Number(process.argv[2] ?? 5000);
 const seed = Number(process.argv[3] ?? Date.now() % 1_000_000);
 const defaults = process.env.SOAK_DEFAULTS === '1';
+const minutes = Number(process.env.SOAK_MINUTES ?? 0);
 const env: Record<string, string> = defaults ? {} : { GATEWAY_POLL_INTERVAL_MS: '1000' };
 const without = (process.env.SOAK_WITHOUT ?? '').split(',').filter(Boolean);
 const { mail, service, gateway } = await startEndToEnd('gw-soak', env, { withoutCapabilities: without });
 if (without.length) console.log(`soak: Dovecot without ${without.join(', ')}`);
 if (defaults) console.log('soak: the gateway at its shipped settings (15 s poll)');
-let failed = true;
+let exitCode = 1;
 /** What the gateways and the Worker said last: set GATEWAY_LOG_LEVEL=debug for every pass. */
 const printTails = () => {
   for (const [i, g] of service.gateways.entries())
@@ -30,6 +33,7 @@ try {
     steps,
     checkEvery: 100,
     killEvery: 150,
+    ...(minutes > 0 ? { stopAt: Date.now() + minutes * 60_000 } : {}),
     mail,
     service,
     user: 'alice',
@@ -39,8 +43,9 @@ try {
     log: (line) => console.log(line),
   });
   console.log(JSON.stringify(figures, null, 2));
-  failed = figures.problems.length > 0;
-  if (failed) printTails();
+  exitCode = figures.problems.length > 0 ? 1 : figures.gaveUp ? 2 : 0;
+  if (figures.gaveUp) console.log(`soak: stopped early, ${figures.gaveUp}`);
+  if (exitCode) printTails();
 } catch (err) {
   // The run itself broke (the Worker or a server stopped answering): what they said last.
   console.log(`soak: the run broke: ${(err as Error).stack ?? err}`);
@@ -48,4 +53,4 @@ try {
 } finally {
   await stopEndToEnd({ mail, service });
 }
-process.exit(failed ? 1 : 0);
+process.exit(exitCode);

@@ -131,12 +131,14 @@ export async function connectAccount(env: Env, body: AuthIntent) {
   }
 
   // The gateway logs in to IMAP and SMTP and lists the folders; nothing is stored before that worked.
+  // The connect time is taken before: mail that arrives while the gateway logs in is mail after the
+  // connect, which a later re-read of a renumbered folder keeps (worker/sync/messages.ts).
+  const now = Date.now();
   const { gatewayId, result } = await callAnyGateway(env, { op: 'verify', config }).catch((err: unknown) => {
     throw sameUnreachableError(err);
   });
   const { folders } = VerifyResult.parse(result);
 
-  const now = Date.now();
   const nowIso = isoNow();
   const accountId = previous?.id ?? newId('account');
   const credentials = await sealPasswords(env, accountId, {

@@ -177,10 +177,19 @@ export class Gateway {
   async #handOver(ids: string[]): Promise<void> {
     const mine = ids.filter((id) => this.#accounts.has(id));
     await Promise.all(mine.map((id) => this.#release(id, 'handed over to another gateway')));
-    try {
-      await this.#worker.release(mine, false, { signal: this.#abort.signal, attempts: 4 });
-    } catch (err) {
-      if (!(err instanceof Aborted)) this.#log.warn('hand-over failed: the leases lapse instead', errorFields(err));
+    // Until the Worker has them back they stay ours in D1 (a lease lasts while its gateway
+    // heartbeats) and nobody syncs them: ask again until it answers, or this process stops.
+    const signal = this.#abort.signal;
+    for (let attempt = 0; !signal.aborted; attempt++) {
+      try {
+        await this.#worker.release(mine, false, { signal, attempts: 4 });
+        return;
+      } catch (err) {
+        if (err instanceof Aborted) return;
+        const wait = backoffDelay(attempt, INITIAL_HEARTBEAT_MS, 60_000);
+        this.#log.warn('hand-over failed, trying again', { ...errorFields(err), retry_in_ms: wait });
+        await sleep(wait, signal);
+      }
     }
   }
 

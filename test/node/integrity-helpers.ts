@@ -50,9 +50,10 @@ export function endToEndSuite(
       return client;
     },
   } as unknown as Suite;
+  // The project's hookTimeout (300 s): `npm start` alone may take minutes on a loaded machine.
   beforeAll(async () => {
     Object.assign(suite, await startEndToEnd(gatewayId, fast, mail));
-  }, 120_000);
+  });
   afterEach((ctx) => dumpLogsOnFailure(ctx, suite.service));
   afterAll(async () => {
     await Promise.all(clients.map((c) => c.logout().catch(() => undefined)));

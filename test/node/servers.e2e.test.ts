@@ -161,7 +161,7 @@ describe.each(targets)('$name', (t) => {
       what: 'the user folder Projects',
       ...WAIT,
     });
-  }, 120_000);
+  });
 
   it('syncs new mail in INBOX, once', async () => {
     const mark = eventMark(service);

@@ -154,18 +154,14 @@ function meterStatement(statement: D1PreparedStatement, sql: string): D1Prepared
   const all = statement.all.bind(statement);
   const run = statement.run.bind(statement);
   const raw = statement.raw.bind(statement);
-  statement.all = (async () => {
+  const counted = (call: () => Promise<D1Result>) => async () => {
     count();
-    const result = await all();
+    const result = await call();
     addRows(result.meta);
     return result;
-  }) as typeof statement.all;
-  statement.run = (async () => {
-    count();
-    const result = await run();
-    addRows(result.meta);
-    return result;
-  }) as typeof statement.run;
+  };
+  statement.all = counted(all) as typeof statement.all;
+  statement.run = counted(run) as typeof statement.run;
   statement.first = (async (column?: string) => {
     count();
     const result = await all<Record<string, unknown>>();

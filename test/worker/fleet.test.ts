@@ -122,6 +122,29 @@ describe('shares', () => {
   });
 });
 
+describe('accounts D1 names for a gateway that does not list them', () => {
+  it('are offered back to it even at a full share, and let go of past its capacity', async () => {
+    // gw-full holds its whole share (10 of 20, with gw-other), and D1 also names two accounts for
+    // it that it does not list: a claim whose answer it never got.
+    const listed = await bulkAccounts('acc_full', 10, 'gw-full');
+    const unlisted = await bulkAccounts('acc_lost', 2, 'gw-full');
+    await bulkAccounts('acc_rest', 8, 'gw-other');
+    await heartbeat('gw-other', []);
+    const full = (await heartbeat('gw-full', listed)).body;
+    expect(full.release).toEqual([]);
+    expect(full.claimable).toEqual(unlisted);
+
+    // Back with room for only 11: the twelfth is let go, for the others to take.
+    const small = (await heartbeat('gw-full', listed, 11)).body;
+    expect(small.claimable).toEqual([unlisted[0]]);
+    const row = await env.DB.prepare('SELECT gateway_id FROM accounts WHERE id = ?')
+      .bind(unlisted[1])
+      .first<{ gateway_id: string | null }>();
+    expect(row!.gateway_id).toBeNull();
+    expect((await heartbeat('gw-other', [])).body.claimable).toContain(unlisted[1]);
+  });
+});
+
 describe('leases', () => {
   it('move only through the account’s object, which refuses the old holder from then on', async () => {
     const account = await createSyncedAccount();

@@ -126,59 +126,85 @@ export async function heartbeat(env: Env, request: HeartbeatRequest): Promise<He
     release: [],
     lease_ttl_ms: leaseTtlMs(env),
   };
+  // An account D1 names for this gateway that it does not list (it restarted with the same id, or
+  // never got the answer of a claim) is synced by nobody: it is offered back whatever the share, and
+  // a surplus goes on through the hand-over below.
+  const capacity = live.find((g) => g.id === gateway_id)?.capacity ?? 0;
+  const own = await ownUnlisted(env, gateway_id, heldJson, Math.max(0, capacity - kept.size));
   // A little slack before handing over, so that shares that differ by one do not make accounts move.
   const slack = Math.floor(share / 10);
   if (kept.size > share + slack) {
     response.release = [...kept].slice(share).slice(0, MAX_RELEASE_PER_HEARTBEAT);
+    response.claimable = own;
     return response;
   }
-  const need = Math.min(share - kept.size, MAX_CLAIM_PER_HEARTBEAT);
-  if (need <= 0) return response;
+  const need = Math.min(share - kept.size - own.length, MAX_CLAIM_PER_HEARTBEAT - own.length);
+  if (need <= 0) {
+    response.claimable = own;
+    return response;
+  }
   const rank = Math.max(
     0,
     live.findIndex((g) => g.id === gateway_id),
   );
-  response.claimable = await claimable(env, gateway_id, heldJson, now, need, rank, live.length);
+  response.claimable = [...own, ...(await claimable(env, [...own, ...held], now, need, rank, live.length))];
   return response;
 }
 
 /**
- * Accounts the caller may lease: first its own it did not list (it restarted with the same id), then
- * accounts nobody holds or whose holder's heartbeat ran out. Gateways that ask at the same moment are offered different ones: each
- * takes its window of the same list, by its rank among the live gateways.
+ * The caller's own accounts in D1 that its heartbeat did not list, at most a heartbeat's worth of
+ * claims. Those past the room the caller has (it came back with a smaller capacity) are let go here,
+ * for the others to take (should one of them be in the middle of a claim, its account's object still
+ * decides who holds it).
+ */
+async function ownUnlisted(env: Env, gatewayId: string, heldJson: string, room: number): Promise<string[]> {
+  const { results } = await env.DB.prepare(
+    `SELECT id FROM accounts WHERE gateway_id = ?1 AND removed_at_ms IS NULL
+       AND id NOT IN (SELECT value FROM json_each(?2)) ORDER BY id LIMIT ?3`,
+  )
+    .bind(gatewayId, heldJson, MAX_CLAIM_PER_HEARTBEAT)
+    .all<{ id: string }>();
+  const own = results.map((r) => r.id);
+  const beyond = own.slice(Math.min(room, MAX_CLAIM_PER_HEARTBEAT));
+  if (beyond.length) {
+    await env.DB.prepare(
+      'UPDATE accounts SET gateway_id = NULL WHERE gateway_id = ?1 AND id IN (SELECT value FROM json_each(?2))',
+    )
+      .bind(gatewayId, JSON.stringify(beyond))
+      .run();
+  }
+  return own.slice(0, own.length - beyond.length);
+}
+
+/**
+ * Accounts nobody holds or whose holder's heartbeat ran out, for a caller that has room for `need`
+ * more. Gateways that ask at the same moment are offered different ones: each takes its window of
+ * the same list, by its rank among the live gateways.
  */
 async function claimable(
   env: Env,
-  gatewayId: string,
-  heldJson: string,
+  taken: string[],
   now: number,
   need: number,
   rank: number,
   liveCount: number,
 ): Promise<string[]> {
   const db = env.DB;
-  const [own, free] = await db.batch<{ id: string }>([
-    db
-      .prepare(
-        `SELECT id FROM accounts WHERE gateway_id = ?1 AND removed_at_ms IS NULL
-           AND id NOT IN (SELECT value FROM json_each(?2)) LIMIT ?3`,
-      )
-      .bind(gatewayId, heldJson, need),
+  const { results } = await db
     // Nobody's, or a silent gateway's (by the gateways_last_seen and accounts_gateway indexes).
-    db
-      .prepare(
-        `SELECT id FROM accounts WHERE gateway_id IS NULL AND removed_at_ms IS NULL
-         UNION
-         SELECT a.id FROM gateways g JOIN accounts a ON a.gateway_id = g.id
-         WHERE g.last_seen_ms <= ?1 AND a.removed_at_ms IS NULL
-         ORDER BY id LIMIT ?2`,
-      )
-      .bind(liveSince(env, now), Math.min(need * Math.max(1, liveCount), MAX_CLAIM_PER_HEARTBEAT * 4)),
-  ]);
-  const offer = own!.results.map((r) => r.id);
-  const taken = new Set([...offer, ...JSON.parse(heldJson)]);
-  const pool = free!.results.map((r) => r.id).filter((id) => !taken.has(id));
+    .prepare(
+      `SELECT id FROM accounts WHERE gateway_id IS NULL AND removed_at_ms IS NULL
+       UNION
+       SELECT a.id FROM gateways g JOIN accounts a ON a.gateway_id = g.id
+       WHERE g.last_seen_ms <= ?1 AND a.removed_at_ms IS NULL
+       ORDER BY id LIMIT ?2`,
+    )
+    .bind(liveSince(env, now), Math.min(need * Math.max(1, liveCount), MAX_CLAIM_PER_HEARTBEAT * 4))
+    .all<{ id: string }>();
+  const skip = new Set(taken);
+  const pool = results.map((r) => r.id).filter((id) => !skip.has(id));
   const start = pool.length ? (rank * need) % pool.length : 0;
+  const offer: string[] = [];
   for (let i = 0; i < pool.length && offer.length < need; i++) offer.push(pool[(start + i) % pool.length]!);
   return offer;
 }

@@ -1,7 +1,6 @@
 // Bulk work within one invocation's limits: emptying a Trash of 5,000 messages and removing an
 // account of 20,000 emails run in bounded steps (alarms), each counted against Cloudflare's
 // per-invocation limits (test/worker/metered.ts), and every purge statement is led by an index.
-import { runDurableObjectAlarm } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { MAX_BATCH_MESSAGES } from '../../common/relay-limits.ts';
@@ -10,20 +9,13 @@ import { REMOVED_ACCOUNTS } from '../../worker/accounts/removed.ts';
 import { COUNT_DOWN_SQL } from '../../worker/contacts/counts.ts';
 import { DELETE_EMAIL_ROWS_SQL } from '../../worker/emails/delete.ts';
 import { api } from './helpers.ts';
-import { invocation, LIMITS, meterObject, newMeter, type Meter } from './metered.ts';
+import { drainAlarms, invocation, LIMITS, meterObject, newMeter } from './metered.ts';
 import { createSyncedAccount, messageIn, rawMessage } from './sync-helpers.ts';
 
 async function leasedAccount() {
   const account = await createSyncedAccount();
   expect((await account.stub.acquireLease('gw-1')).granted).toBe(true);
   return account;
-}
-
-/** Runs the object's alarms, each one invocation, until none is set; how many ran. */
-async function drainAlarms(stub: DurableObjectStub, meter: Meter, max = 500): Promise<number> {
-  let runs = 0;
-  while (runs < max && (await invocation(meter, () => runDurableObjectAlarm(stub)))) runs += 1;
-  return runs;
 }
 
 const countOf = async (sql: string, ...params: unknown[]) =>

@@ -4,7 +4,7 @@
  * and subrequests (R2, queue and Durable Object calls). The object's `env` is swapped for a metered one, so
  * the real code paths (RPC calls, alarms) are what is counted.
  */
-import { runInDurableObject } from 'cloudflare:test';
+import { runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import type { Env } from '../../worker/env.ts';
 
 /** Cloudflare's limits per invocation: D1 queries (paid plan; 50 on free) and subrequests (free plan). */
@@ -123,4 +123,11 @@ export async function invocation<T>(meter: Meter, work: () => Promise<T>): Promi
   meter.max.d1 = Math.max(meter.max.d1, meter.d1);
   meter.max.subrequests = Math.max(meter.max.subrequests, meter.subrequests);
   return result;
+}
+
+/** Runs the object's alarms, each one invocation, until none is set; how many ran. */
+export async function drainAlarms(stub: DurableObjectStub, meter: Meter, max = 500): Promise<number> {
+  let runs = 0;
+  while (runs < max && (await invocation(meter, () => runDurableObjectAlarm(stub)))) runs += 1;
+  return runs;
 }

@@ -8,8 +8,8 @@ import { describe, expect, it } from 'vitest';
 import { MAX_CHANGE_UIDS } from '../../common/relay-limits.ts';
 import type { Change } from '../../common/relay.ts';
 import { snapshotPieces } from '../../common/relay-pieces.ts';
-import { invocation, LIMITS, meterObject, newMeter, type Meter } from './metered.ts';
-import { createSyncedAccount, messageIn, rawMessage } from './sync-helpers.ts';
+import { drainAlarms, invocation, LIMITS, meterObject, newMeter, type Meter } from './metered.ts';
+import { createSyncedAccount, messageIn, rawMessage, STANDARD_FOLDERS } from './sync-helpers.ts';
 
 const TOTAL = 100_000;
 
@@ -125,4 +125,60 @@ describe('a folder of 100,000 messages without CONDSTORE or QRESYNC', () => {
       await countOf('SELECT COUNT(*) AS n FROM emails WHERE account_id = ? AND orphaned_at_ms IS NOT NULL', id),
     ).toBe(TOTAL - kept.length);
   }, 600_000);
+});
+
+describe('a folder of 100,000 messages that are all also in the inbox (a Gmail label)', () => {
+  it('leaves in one small batch when the server deletes it; its emails are refreshed in bounded steps, one email.update each', async () => {
+    const { id, stub, meter } = await bigArchive();
+    const folderId = async (path: string) =>
+      (await env.DB.prepare('SELECT id FROM folders WHERE account_id = ? AND provider_id = ?')
+        .bind(id, path)
+        .first<{ id: string }>())!.id;
+    const [inbox, archive] = [await folderId('INBOX'), await folderId('Archive')];
+    // Every message is also in the inbox; the label carries the star (Gmail keeps one flag set per
+    // message, a server without labels one per copy: either way the star leaves with the folder).
+    await env.DB.batch([
+      env.DB.prepare(
+        `INSERT INTO email_folders (email_id, folder_id, account_id, uid, seen, flagged)
+         SELECT email_id, ?1, account_id, uid, seen, 0 FROM email_folders WHERE folder_id = ?2`,
+      ).bind(inbox, archive),
+      env.DB.prepare('UPDATE email_folders SET flagged = 1 WHERE folder_id = ?').bind(archive),
+      env.DB.prepare("UPDATE emails SET starred = 1, role = 'ARCHIVE' WHERE account_id = ?").bind(id),
+    ]);
+    const updates = () =>
+      countOf("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.update'", id);
+
+    // Two listings without Archive: the second deletes it.
+    const listing: Change = {
+      type: 'folders',
+      folders: STANDARD_FOLDERS().filter((f) => f.path !== 'Archive'),
+    };
+    await applyPieces(meter, stub, [listing, listing]);
+    withinLimits(meter, 'a folder of 100,000 deleted');
+    expect(await countOf('SELECT COUNT(*) AS n FROM folders WHERE id = ?', archive)).toBe(0);
+    expect(await countOf('SELECT COUNT(*) AS n FROM email_folders WHERE folder_id = ?', archive)).toBe(0);
+    expect(
+      await countOf("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.folder.delete'", id),
+    ).toBe(1);
+    expect(await countOf('SELECT COUNT(*) AS n FROM folder_departures WHERE account_id = ?', id)).toBe(TOTAL);
+
+    // The alarm refreshes them, one invocation per step; nothing is left an orphan.
+    const steps = await drainAlarms(stub, meter, 1_000);
+    withinLimits(meter, 'the refresh of 100,000 emails that left a folder');
+    console.log(`refresh of 100,000 departures: ${steps} alarm steps`);
+    expect(await countOf('SELECT COUNT(*) AS n FROM folder_departures WHERE account_id = ?', id)).toBe(0);
+    expect(await updates()).toBe(TOTAL);
+    expect(
+      await countOf(
+        "SELECT COUNT(*) AS n FROM emails WHERE account_id = ? AND starred = 0 AND role = 'INBOX' AND orphaned_at_ms IS NULL",
+        id,
+      ),
+    ).toBe(TOTAL);
+    const sample = await env.DB.prepare(
+      "SELECT data_json FROM events WHERE account_id = ? AND type = 'email.update' ORDER BY seq DESC LIMIT 1",
+    )
+      .bind(id)
+      .first<{ data_json: string }>();
+    expect(JSON.parse(sample!.data_json).folder_ids).toEqual([inbox]);
+  }, 900_000);
 });

@@ -1,6 +1,6 @@
 // How the account object keeps folders and email ids through what a server does to folders:
 // renames (onto a deleted folder's path, with a new UIDVALIDITY), resets, snapshots, deletions.
-import { runInDurableObject } from 'cloudflare:test';
+import { runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { describe, expect, it, vi } from 'vitest';
 import { openSocket } from './gateway-socket.ts';
@@ -229,6 +229,39 @@ describe('folder identity', () => {
         .slice(mark)
         .filter((e) => e.type.startsWith('email.') && !e.type.startsWith('email.folder')),
     ).toEqual([]);
+  });
+
+  it('refreshes an email a renumbered folder lost but another folder keeps, with one email.update, in the alarm', async () => {
+    const account = await leased();
+    // One email, in the inbox and (starred) in Archive.
+    const raw = rawMessage({ subject: 'kept in the inbox' });
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(1, raw)] },
+      { type: 'messages', path: 'Archive', uidvalidity: 1, messages: [messageIn(1, raw, ['\\Flagged'])] },
+    ]);
+    const folderIds = await folderIdsByPath(account.id);
+    const [email] = (await list(`account_id=${account.id}`)).data as any[];
+    expect(email).toMatchObject({ starred: true, folder_ids: [folderIds.INBOX, folderIds.Archive].sort() });
+    const mark = (await outbox(account.id)).length;
+
+    // Archive renumbered and empty: its re-read ends at once, without the email.
+    const renumbered = STANDARD_FOLDERS().map((f) =>
+      f.path === 'Archive' ? folder('Archive', '\\Archive', 1, 77) : f,
+    );
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'folders', folders: renumbered },
+      { type: 'cursor', path: 'Archive', uidvalidity: 77, last_uid: 0, highest_modseq: null },
+    ]);
+    const waiting = (await list(`account_id=${account.id}`)).data as any[];
+    expect(waiting.map((e) => [e.id, e.folder_ids])).toEqual([[email.id, [folderIds.INBOX]]]);
+    const updates = async () => (await outbox(account.id)).slice(mark).filter((e) => e.type === 'email.update');
+    expect(await updates()).toEqual([]);
+
+    await runDurableObjectAlarm(account.stub);
+    const [update, ...more] = await updates();
+    expect(more).toEqual([]);
+    expect(update!.data).toMatchObject({ id: email.id, folder_ids: [folderIds.INBOX], starred: false });
+    expect((await list(`account_id=${account.id}`)).data).toMatchObject([{ id: email.id, starred: false }]);
   });
 
   it('re-reads a renumbered folder without mail from before the connect, but with mail of the connect second', async () => {

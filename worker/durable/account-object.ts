@@ -23,6 +23,7 @@ import { releaseStaged } from '../emails/blobs.ts';
 import { ChangeApplier } from '../sync/apply.ts';
 import { writeResult } from '../sync/commit.ts';
 import { InitialSync } from '../sync/initial-sync.ts';
+import { departuresStep, hasDepartures } from '../sync/departures.ts';
 import { deleteOrphansUpTo, evidenceReach, hasOrphans, ORPHAN_STEP } from '../sync/orphans.ts';
 import { preparedByMessage, type Prepared } from '../sync/prepare.ts';
 import { runChanges } from '../sync/run-changes.ts';
@@ -256,6 +257,7 @@ export class AccountObject extends DurableObject<Env> {
         if (!this.orphansChecked) {
           this.orphansChecked = true;
           this.store.setOrphansWaiting(await hasOrphans(this.env, context.accountId));
+          if (await hasDepartures(this.env, context.accountId)) await this.alarmAt(Date.now());
           const due = this.staged.next();
           if (due !== null) await this.alarmAt(due);
         }
@@ -298,8 +300,9 @@ export class AccountObject extends DurableObject<Env> {
   private async commit(result: ChangeResult, env: Env = this.env, stats?: SyncStats, orphanMark = 0): Promise<void> {
     if (result.unusedStaged.length) await this.deferStaged(result.unusedStaged);
     // Recorded before the rows: the gateway must never be told a mark below one an email carries.
-    if (result.orphans.length) this.orphaned(orphanMark);
+    if (result.orphaned) this.orphaned(orphanMark);
     await writeResult(env, result, stats);
+    if (result.departed) await this.alarmAt(Date.now());
     this.dispatch(result.events);
   }
 
@@ -343,7 +346,7 @@ export class AccountObject extends DurableObject<Env> {
     const step = await this.serialize(() => this.housekeeping()).catch((err: unknown) => {
       console.error('account alarm: housekeeping failed:', err instanceof Error ? err.message : err);
       retry = Date.now() + ALARM_RETRY_MS;
-      return { removed: false, moreOrphans: false };
+      return { removed: false, more: false };
     });
     if (step === null || step.removed) return;
     // Scheduled sends start outside the change chain: their sends run on the command chain.
@@ -351,35 +354,41 @@ export class AccountObject extends DurableObject<Env> {
       console.error('account alarm: scheduled sends failed:', err instanceof Error ? err.message : err);
       retry = Date.now() + ALARM_RETRY_MS;
     });
-    const next = [step.moreOrphans ? Date.now() : null, retry, this.staged.next(), this.schedules.next()].filter(
+    const next = [step.more ? Date.now() : null, retry, this.staged.next(), this.schedules.next()].filter(
       (t) => t !== null,
     );
     if (next.length) await this.ctx.storage.setAlarm(Math.max(Math.min(...next), Date.now()));
   }
 
-  /** The alarm's bounded step on the change chain: the purge of a removed account, else orphans and staged sources. */
-  private async housekeeping(): Promise<{ removed: boolean; moreOrphans: boolean } | null> {
+  /**
+   * The alarm's bounded step on the change chain: the purge of a removed account, else departures,
+   * orphans and staged sources.
+   */
+  private async housekeeping(): Promise<{ removed: boolean; more: boolean } | null> {
     const accountId = this.store.meta('account_id');
     if (!accountId) return null;
     if (this.store.meta('removed') === '1') {
       await this.purgeStep(accountId);
-      return { removed: true, moreOrphans: false };
+      return { removed: true, more: false };
     }
     const now = Date.now();
-    let more = false;
+    const departures = await departuresStep(this.env, this.store.accountContext(), this.store.loadCursors());
+    await this.commit(departures.result);
+    let more = departures.more;
     if (this.store.orphansWaiting()) {
       const reach = evidenceReach(this.store.loadCursors().values(), this.store.listedMark());
       const deleted = await deleteOrphansUpTo(this.env, accountId, reach, (keys) => this.staged.defer(keys, now));
       this.dispatch(deleted);
-      more = deleted.length >= ORPHAN_STEP;
-      if (!more) this.store.setOrphansWaiting(await hasOrphans(this.env, accountId));
+      const moreOrphans = deleted.length >= ORPHAN_STEP;
+      more ||= moreOrphans;
+      if (!moreOrphans) this.store.setOrphansWaiting(await hasOrphans(this.env, accountId));
     }
     const releases = this.staged.due(now);
     if (releases.length) {
       await releaseStaged(this.env, releases);
       this.staged.done(releases.map((r) => r.key));
     }
-    return { removed: false, moreOrphans: more };
+    return { removed: false, more };
   }
 
   // ------------------------------------------------------------------ commands

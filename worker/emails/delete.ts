@@ -13,6 +13,7 @@ export const DELETE_EMAIL_ROWS_SQL = [
   'DELETE FROM email_participants WHERE email_id IN (SELECT value FROM json_each(?))',
   'DELETE FROM attachments WHERE email_id IN (SELECT value FROM json_each(?))',
   'DELETE FROM email_folders WHERE email_id IN (SELECT value FROM json_each(?))',
+  'DELETE FROM folder_departures WHERE email_id IN (SELECT value FROM json_each(?))',
   'DELETE FROM emails WHERE id IN (SELECT value FROM json_each(?))',
 ] as const;
 

@@ -139,7 +139,7 @@ export class ChangeApplier {
     // A re-read ends once the folder was read up to where it ended when the re-read began.
     if (cursor.resync && cursor.last_uid >= cursor.resync_to) {
       const folder = this.state.folders.get(change.path);
-      if (folder) await detachStale(this.state, folder, result);
+      if (folder) detachStale(this.state, folder, result);
       cursor.resync = false;
     }
     return result;

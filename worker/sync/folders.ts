@@ -125,7 +125,7 @@ export async function applyFolders(
 
 /** A folder the server deleted: its memberships go (emails left in no folder become orphans), with email.folder.delete. */
 export async function deleteFolder(state: SyncState, folder: FolderRow, result: ChangeResult): Promise<void> {
-  await detachAll(state, folder, result);
+  detachAll(state, folder, result);
   result.statements.push(state.env.DB.prepare('DELETE FROM folders WHERE id = ?').bind(folder.id));
   addEvent(state, result, 'email.folder.delete', presentFolder(folder));
 }

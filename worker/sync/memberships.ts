@@ -183,17 +183,35 @@ export const detachStale = (state: SyncState, folder: FolderRow, result: ChangeR
 export const detachAll = (state: SyncState, folder: FolderRow, result: ChangeResult) =>
   detachMatching(state, folder, '1', result);
 
-async function detachMatching(state: SyncState, folder: FolderRow, condition: 'uid < 0' | '1', result: ChangeResult) {
-  const { results } = await state.env.DB.prepare(`SELECT uid FROM email_folders WHERE folder_id = ? AND ${condition}`)
-    .bind(folder.id)
-    .all<{ uid: number }>();
-  if (results.length)
-    await detach(
-      state,
-      folder,
-      results.map((r) => r.uid),
-      result,
-    );
+/**
+ * Memberships of a folder, however many, removed in one unit of three set-based statements: the
+ * emails left in no folder are marked orphaned (as `detach` does), and those still filed elsewhere
+ * are queued for their refresh and email.update, which the account's alarm makes a bounded step at
+ * a time (sync/departures.ts).
+ */
+function detachMatching(state: SyncState, folder: FolderRow, condition: 'uid < 0' | '1', result: ChangeResult) {
+  const db = state.env.DB;
+  const leaving = `folder_id = ?1 AND ${condition}`;
+  const elsewhere = (email: string) =>
+    `EXISTS (SELECT 1 FROM email_folders o WHERE o.email_id = ${email} AND o.folder_id != ?1)`;
+  result.statements.push(
+    db
+      .prepare(
+        `INSERT OR IGNORE INTO folder_departures (email_id, folder_id, account_id)
+         SELECT email_id, folder_id, ?2 FROM email_folders m WHERE ${leaving} AND ${elsewhere('m.email_id')}`,
+      )
+      .bind(folder.id, state.account.accountId),
+    db
+      .prepare(
+        `UPDATE emails SET orphaned_at_ms = ?2
+         WHERE id IN (SELECT email_id FROM email_folders WHERE ${leaving}) AND NOT ${elsewhere('emails.id')}`,
+      )
+      .bind(folder.id, state.orphanMark),
+    db.prepare(`DELETE FROM email_folders WHERE ${leaving}`).bind(folder.id),
+  );
+  result.orphaned = true;
+  result.departed = true;
+  endUnit(result);
 }
 
 /**
@@ -223,7 +241,7 @@ export async function detach(state: SyncState, folder: FolderRow, uids: number[]
     );
   const memberships = await membershipsOf(state, emailIds);
   const stillFiled = emailIds.filter((id) => (memberships.get(id) ?? []).some((m) => m.folder_id !== folder.id));
-  result.orphans.push(...emailIds.filter((id) => !stillFiled.includes(id)));
+  if (stillFiled.length < emailIds.length) result.orphaned = true;
   if (stillFiled.length)
     await refreshEmails(state, stillFiled, result, { folder, removed: true }, { unitPerEmail: false });
   endUnit(result);
@@ -258,12 +276,15 @@ export async function refreshEmails(
   emailIds: string[],
   result: ChangeResult,
   change: {
-    folder: FolderRow;
+    /** The folder the change is in; none for departures, which an earlier unit wrote. */
+    folder?: FolderRow;
     copies?: Map<string, FlagState>;
     added?: boolean;
     removed?: boolean;
     /** Places (`folder_id:uid`) this change also removes: a move's source, left in the same unit. */
     departed?: Set<string>;
+    /** Folders each email left in an earlier unit (sync/departures.ts): counted as where it was. */
+    left?: Map<string, string[]>;
   },
   { unitPerEmail = true }: { unitPerEmail?: boolean } = {},
 ): Promise<void> {
@@ -279,7 +300,7 @@ export async function refreshEmails(
   }
   const memberships = await membershipsOf(state, emailIds);
   const folderById = new Map([...state.folders.values()].map((f) => [f.id, f]));
-  const here = change.folder.id;
+  const here = change.folder?.id;
   const now = isoNow();
   const changed: unknown[][] = [];
   const events: EmailRecord[] = [];
@@ -291,14 +312,14 @@ export async function refreshEmails(
       (m) => (m.folder_id !== here || !change.removed) && !change.departed?.has(`${m.folder_id}:${m.uid}`),
     );
     const flags = change.copies?.get(row.id);
-    if (flags) {
+    if (flags && here) {
       const mine = { folder_id: here, uid: 0, seen: flags.unread ? 0 : 1, flagged: flags.starred ? 1 : 0 };
       copies = [...copies.filter((m) => m.folder_id !== here), mine];
     }
     const folderIds = [...new Set(copies.map((m) => m.folder_id))].sort();
     const role = mainRole(folderIds.map((id) => folderById.get(id)?.role ?? 'UNKNOWN'));
     const { unread, starred } = combinedFlags(copies, row);
-    const before = [...record.folder_ids].sort();
+    const before = [...new Set([...record.folder_ids, ...(change.left?.get(row.id) ?? [])])].sort();
     const foldersChanged = folderIds.join() !== before.join();
     if (!foldersChanged && role === row.role && unread === row.unread && starred === row.starred) continue;
 

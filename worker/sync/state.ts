@@ -72,8 +72,10 @@ export interface ChangeResult {
   blobs: { key: string; body: Uint8Array | string; contentType: string }[];
   /** Staged sources this change did not make an email of: the object deletes them after a grace (durable/staged-releases.ts). */
   unusedStaged: string[];
-  /** Emails this change left in no folder (marked in D1 in the same batch): the object sets its alarm. */
-  orphans: string[];
+  /** This change may leave emails in no folder (marked in D1 in the same batch): the object sets its alarm. */
+  orphaned: boolean;
+  /** This change queued departures (sync/departures.ts): the object sets its alarm. */
+  departed: boolean;
   /**
    * Indexes into `statements` where a unit (one message or one email with its event) ends. A change
    * too big for one D1 batch is only ever cut there, so no message is half written with its event
@@ -88,7 +90,8 @@ export const emptyResult = (): ChangeResult => ({
   eventMarks: [],
   blobs: [],
   unusedStaged: [],
-  orphans: [],
+  orphaned: false,
+  departed: false,
   unitEnds: [],
 });
 

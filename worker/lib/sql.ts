@@ -12,6 +12,16 @@ export function chunks<T>(items: T[], size: number = PARAM_CHUNK): T[][] {
   return out;
 }
 
+/** Whether a query (`SELECT 1 … LIMIT 1`) finds a row. */
+export async function rowExists(db: D1Database, sql: string, ...params: unknown[]): Promise<boolean> {
+  return (
+    (await db
+      .prepare(sql)
+      .bind(...params)
+      .first()) !== null
+  );
+}
+
 /** `?,?,…` for an `IN (…)` list or a VALUES row of `n` bound parameters. */
 export const placeholders = (n: number): string => Array.from({ length: n }, () => '?').join(',');
 

@@ -8,6 +8,7 @@
  * are right at once (they are its memberships), its role and flags once its step ran.
  */
 import type { Env } from '../env.ts';
+import { rowExists } from '../lib/sql.ts';
 import { ChangeApplier } from './apply.ts';
 import { deleteRows } from './bulk.ts';
 import { refreshEmails } from './memberships.ts';
@@ -20,12 +21,8 @@ import { emptyResult, endUnit, type AccountContext, type ChangeResult, type Curs
 export const DEPARTURE_STEP = 500;
 
 /** Whether the account has departures waiting. */
-export async function hasDepartures(env: Env, accountId: string): Promise<boolean> {
-  const row = await env.DB.prepare('SELECT 1 AS found FROM folder_departures WHERE account_id = ? LIMIT 1')
-    .bind(accountId)
-    .first<{ found: number }>();
-  return !!row;
-}
+export const hasDepartures = (env: Env, accountId: string): Promise<boolean> =>
+  rowExists(env.DB, 'SELECT 1 FROM folder_departures WHERE account_id = ? LIMIT 1', accountId);
 
 /**
  * One step: up to DEPARTURE_STEP departures refreshed and taken off the queue, as one unit for the

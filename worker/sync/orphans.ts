@@ -17,6 +17,7 @@ import type { Env } from '../env.ts';
 import { eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
 import { releaseBlobs, stagedKeys } from '../emails/blobs.ts';
 import { deleteEmailRows } from '../emails/delete.ts';
+import { rowExists } from '../lib/sql.ts';
 import type { CursorState } from './state.ts';
 
 /**
@@ -39,14 +40,8 @@ export function evidenceReach(cursors: Iterable<CursorState>, listedMark: number
 }
 
 /** Whether the account has an email in no folder. */
-export async function hasOrphans(env: Env, accountId: string): Promise<boolean> {
-  const row = await env.DB.prepare(
-    'SELECT 1 AS found FROM emails WHERE account_id = ? AND orphaned_at_ms IS NOT NULL LIMIT 1',
-  )
-    .bind(accountId)
-    .first<{ found: number }>();
-  return !!row;
-}
+export const hasOrphans = (env: Env, accountId: string): Promise<boolean> =>
+  rowExists(env.DB, 'SELECT 1 FROM emails WHERE account_id = ? AND orphaned_at_ms IS NOT NULL LIMIT 1', accountId);
 
 /**
  * Deletes up to one step of the account's orphans marked up to `reach` (email.delete or

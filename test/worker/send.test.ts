@@ -1,5 +1,6 @@
 // Sending and drafts inside workerd: validation, Idempotency-Key, tracking links, origin api on sync,
 // and bounces arriving through the account object.
+import { runInDurableObject } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { exports } from 'cloudflare:workers';
 import { describe, expect, it, vi } from 'vitest';
@@ -217,8 +218,45 @@ describe('an unresolved send (the gateway had it, no answer came)', () => {
     ]);
     return answer;
   }
+  /** The account's object took this send (it reached the object's queue). */
+  const tookSend = (stub: DurableObjectStub, messageId: string) =>
+    runInDurableObject(stub, (_instance, state) => {
+      state.storage.sql.exec(
+        "INSERT INTO send_ids (message_id, state, at_ms) VALUES (?, 'taken', ?)",
+        messageId,
+        Date.now(),
+      );
+    });
   const report = (accountId: string, outcome: unknown) =>
     gatewayCall(`/internal/gateway/accounts/${accountId}/outcomes`, outcome);
+
+  it('frees the key of a send whose request ended before the account’s object took it, which then refuses it', {
+    timeout: 30_000,
+  }, async () => {
+    const { id, stub } = await createSyncedAccount();
+    const body = { account_id: id, to: [{ identifier: 'dan@example.test' }], subject: 'z' };
+    // The object has kept the Message-IDs it takes for an hour; the claim was handed on two minutes ago.
+    await runInDurableObject(stub, (_instance, state) => {
+      state.storage.sql.exec("UPDATE send_ids SET at_ms = ? WHERE message_id = ''", Date.now() - 3_600_000);
+    });
+    await unresolved('cut-short', id, '<cut-short@example.test>', body, 2 * 60 * 1000);
+    // A repeat finds that the object never took it: nothing went out, and this request is a new
+    // attempt (no gateway here: 502, and the key is released again).
+    const retried = await send(body, { 'Idempotency-Key': 'cut-short' });
+    expectError(retried, 502, 'provider_error');
+    expect(
+      await env.DB.prepare("SELECT * FROM outgoing_messages WHERE message_id = '<cut-short@example.test>'").first(),
+    ).toBeNull();
+    // Should the first request's message reach the object after all, it is refused, nothing sent.
+    const admission = await stub.admitSend();
+    if (!admission.ok) throw new Error('no place in the queue');
+    const late = await stub.sendOutgoing(
+      admission.ticket,
+      { op: 'send', account_id: id, mode: 'send', key: 'cut-short-blob', append_to: null },
+      '<cut-short@example.test>',
+    );
+    expect(late).toMatchObject({ ok: false, nothing_sent: true, kind: 'already_exists' });
+  });
 
   it('answers 409 while unknown, the first result once the gateway reports it sent, and frees the key after a reported failure', {
     timeout: 30_000,
@@ -270,6 +308,7 @@ describe('an unresolved send (the gateway had it, no answer came)', () => {
     expect(replay.body).toEqual(answer);
 
     await unresolved('lost', id, '<lost@example.test>', body, 16 * 60 * 1000);
+    await tookSend(stub, '<lost@example.test>');
     const unknown = await send(body, { 'Idempotency-Key': 'lost' });
     expectError(unknown, 502, 'provider_error');
     expect((unknown.body as { detail: string }).detail).toMatch(/could not be established/);

@@ -402,6 +402,11 @@ export class AccountObject extends DurableObject<Env> {
     this.sends.release(ticket);
   }
 
+  /** Whether this object took a handed-on send, else fences it off (durable/send-queue.ts `fence`). */
+  fenceSend(messageId: string, handedAtMs: number): 'taken' | 'fenced' {
+    return this.sends.fence(messageId, handedAtMs);
+  }
+
   /**
    * Send a message or save a draft through the gateway holding the account (common/relay.ts `send`).
    * The object carries it to its end and records the outcome, whether or not the caller still waits.

@@ -25,6 +25,8 @@ const QUEUE_LIMIT_DEFAULT = 16;
 const ADMISSION_TTL_MS = 2 * 60_000;
 /** Less than this left of a send's budget when its turn comes: it is refused rather than started. */
 const MIN_TURN_MS = 1_000;
+/** Message-IDs taken or fenced are kept as long as an Idempotency-Key lasts (send/idempotency.ts). */
+const SEND_IDS_KEPT_MS = 24 * 60 * 60 * 1000;
 
 export function sendQueueLimit(env: Env): number {
   const limit = Number(env.SEND_QUEUE_LIMIT);
@@ -50,6 +52,41 @@ export class SendQueue {
       name TEXT PRIMARY KEY, account_id TEXT NOT NULL, message_id TEXT NOT NULL,
       state TEXT NOT NULL, accepted_ms INTEGER NOT NULL
     )`);
+    // Every Message-ID this object took to send, or fenced off before it could (see `fence`), for as
+    // long as an Idempotency-Key lasts. `since`: when this object began keeping them.
+    this.sql.exec(`CREATE TABLE IF NOT EXISTS send_ids (
+      message_id TEXT PRIMARY KEY, state TEXT NOT NULL, at_ms INTEGER NOT NULL
+    )`);
+    this.sql.exec("INSERT OR IGNORE INTO send_ids (message_id, state, at_ms) VALUES ('', 'since', ?)", Date.now());
+  }
+
+  /**
+   * A send whose request handed its Message-ID on (its Idempotency-Key says so) and then ended: did
+   * this object take it? 'taken' (or not known: handed before this object kept its Message-IDs), its
+   * outcome comes from the gateway or the synced copy; 'fenced': it never came and never will (a late
+   * arrival is refused), so nothing was sent and the key may be used again.
+   */
+  fence(messageId: string, handedAtMs: number): 'taken' | 'fenced' {
+    const row = this.sql
+      .exec<{ state: string }>('SELECT state FROM send_ids WHERE message_id = ?', messageId)
+      .toArray()[0];
+    if (row) return row.state === 'fenced' ? 'fenced' : 'taken';
+    const since = this.sql.exec<{ at_ms: number }>("SELECT at_ms FROM send_ids WHERE message_id = ''").one().at_ms;
+    if (handedAtMs < since) return 'taken';
+    this.sql.exec("INSERT INTO send_ids (message_id, state, at_ms) VALUES (?, 'fenced', ?)", messageId, Date.now());
+    return 'fenced';
+  }
+
+  /** Takes the Message-ID unless it was fenced off (false); forgets those older than a key's life. */
+  private take(messageId: string): boolean {
+    const now = Date.now();
+    this.sql.exec("DELETE FROM send_ids WHERE at_ms < ? AND message_id != ''", now - SEND_IDS_KEPT_MS);
+    const row = this.sql
+      .exec<{ state: string }>('SELECT state FROM send_ids WHERE message_id = ?', messageId)
+      .toArray()[0];
+    if (row?.state === 'fenced') return false;
+    this.sql.exec("INSERT OR IGNORE INTO send_ids (message_id, state, at_ms) VALUES (?, 'taken', ?)", messageId, now);
+    return true;
   }
 
   /** A place in the queue, or how long to wait for one. */
@@ -97,6 +134,15 @@ export class SendQueue {
     scheduled = false,
   ): Promise<CommandAnswer<OutgoingResult>> {
     await this.recover();
+    if (!this.take(messageId)) {
+      this.admitted.delete(ticket);
+      return answerOf(() => {
+        throw new NothingSent(
+          'already_exists',
+          "A repeat of this send's Idempotency-Key found it had not reached the account's queue and gave it up; nothing was sent.",
+        );
+      });
+    }
     const admittedAt = this.admitted.get(ticket) ?? Date.now();
     // From here its record holds its place in the queue.
     this.record(request, messageId, 'accepted', admittedAt);

@@ -10,9 +10,11 @@
  * from then on the claim is never taken over, whatever happens to the request (a client that went
  * away, an eviction): repeats get 409 until the outcome is known from the account object's record,
  * the gateway's late report or the synced copy (its Message-ID was fixed before sending), then the
- * first result; a known failure releases the key; 15 minutes without an outcome answer "unknown",
- * for good. Nothing is sent again to find out. Only a claim that never got that far (its request
- * died while composing) is taken over once IDEMPOTENCY_ABANDONED_SECONDS have passed.
+ * first result; a known failure releases the key, and so does a send the account's object never
+ * took (its request ended in between: the object fences the Message-ID off, `fencedOff`); 15
+ * minutes without an outcome answer "unknown", for good. Nothing is sent again to find out. Only a
+ * claim that never got that far (its request died while composing) is taken over once
+ * IDEMPOTENCY_ABANDONED_SECONDS have passed.
  */
 import type { Context } from 'hono';
 import type { AppEnv, Env } from '../env.ts';
@@ -20,6 +22,7 @@ import { sha256Hex } from '../../common/crypto.ts';
 import { ApiError, OutcomeUnknown, errorBody, invalid, notFound } from '../lib/errors.ts';
 import { LIVE_ACCOUNT } from '../accounts/removed.ts';
 import { randomToken } from '../lib/crypto.ts';
+import { accountObject } from '../durable/account-stub.ts';
 import { forgetOutgoing } from './outgoing.ts';
 
 export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
@@ -31,6 +34,8 @@ export function abandonedMs(env: Env): number {
   const seconds = Number(env.IDEMPOTENCY_ABANDONED_SECONDS);
   return (Number.isInteger(seconds) && seconds >= 1 && seconds <= 86_400 ? seconds : ABANDONED_DEFAULT_S) * 1000;
 }
+/** A handed-on send its account's object has not taken this long after its claim: its request ended first. */
+const FENCE_AFTER_MS = 60_000;
 /** An unknown outcome still unknown after this long is answered as unknown, for good. */
 const UNRESOLVED_GIVE_UP_MS = 15 * 60 * 1000;
 
@@ -107,7 +112,7 @@ export async function idempotent<T extends object>(
     .run();
   if (claim.meta.changes === 0) {
     // Taken by another request: its answer, or the key freed again (then this request claims it).
-    const taken = await answerOfTakenKey(db, scope, key, hash);
+    const taken = await answerOfTakenKey(c.env, scope, key, hash);
     return taken === 'released' ? idempotent(c, scope, validatedBody, work, status) : taken;
   }
 
@@ -154,12 +159,8 @@ export async function idempotent<T extends object>(
  * A key another request holds or held: its stored answer replayed, 409 while its outcome is not
  * known, or 'released' when its send turned out to have sent nothing (the key is free again).
  */
-async function answerOfTakenKey(
-  db: D1Database,
-  scope: string,
-  key: string,
-  hash: string,
-): Promise<Response | 'released'> {
+async function answerOfTakenKey(env: Env, scope: string, key: string, hash: string): Promise<Response | 'released'> {
+  const db = env.DB;
   const row = await db
     .prepare(
       `SELECT request_hash, status, response_code, response_json, account_id, message_id, pending_json, created_at,
@@ -177,7 +178,7 @@ async function answerOfTakenKey(
     );
   }
   const handedOn = row?.message_id && (row.status === 'unresolved' || row.status === 'in_progress');
-  if (handedOn && (await resolveUnresolved(db, scope, key, row)) === 'released') return 'released';
+  if (handedOn && (await resolveUnresolved(env, scope, key, row)) === 'released') return 'released';
   const done = row?.status === 'completed' ? row : await completedRow(db, scope, key);
   if (done?.response_json) {
     return new Response(done.response_json, {
@@ -211,11 +212,12 @@ async function completedRow(db: D1Database, scope: string, key: string) {
  * (completed with a 502 saying so).
  */
 async function resolveUnresolved(
-  db: D1Database,
+  env: Env,
   scope: string,
   key: string,
   row: KeyRow,
 ): Promise<'completed' | 'released' | 'waiting'> {
+  const db = env.DB;
   const outgoing = await db
     .prepare(
       `SELECT o.outcome, EXISTS (SELECT 1 FROM emails e WHERE e.account_id = o.account_id AND e.message_id = o.message_id) AS synced
@@ -241,8 +243,10 @@ async function resolveUnresolved(
     await complete(200, row.pending_json);
     return 'completed';
   }
-  // A failure, or no record at all (a failure forgotten): nothing went out.
-  if ((!outgoing || outgoing.outcome === 'failed') && row.account_id && row.message_id) {
+  // A failure, no record at all (a failure forgotten), or a send the account's object never took
+  // (its request ended after handing it on, before the object had it): nothing went out.
+  const neverTaken = outgoing?.outcome === 'pending' && !schedule && (await fencedOff(env, row));
+  if ((!outgoing || outgoing.outcome === 'failed' || neverTaken) && row.account_id && row.message_id) {
     await db
       .prepare("DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND status IN ('in_progress', 'unresolved')")
       .bind(scope, key)
@@ -259,6 +263,18 @@ async function resolveUnresolved(
     return 'completed';
   }
   return 'waiting';
+}
+
+/**
+ * Whether the account's object never took this handed-on send, and now never will: asked only once
+ * the request that handed it on has had ample time to reach the object.
+ */
+async function fencedOff(env: Env, row: KeyRow): Promise<boolean> {
+  if (Date.now() - row.created_at < FENCE_AFTER_MS) return false;
+  const verdict = await accountObject(env, row.account_id!)
+    .fenceSend(row.message_id!, row.created_at)
+    .catch(() => 'unknown' as const);
+  return verdict === 'fenced';
 }
 
 /**

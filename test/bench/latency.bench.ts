@@ -6,9 +6,12 @@
  * go to alice, one every BENCH_LATENCY_GAP_MS (default 5,000), each timed from Postfix accepting it
  * to the subscriber receiving the signed `email.new`. The floor, measured for the same message: when
  * a plain imapflow client idling on the same INBOX hears of it. What we own is the difference
- * ("over the floor"). The two IDLE connections are served by different Dovecot processes, whose
- * notifications may come apart by hundreds of ms on a busy machine: the time over the gateway's own
- * notification (fetch + Worker + delivery) is printed too.
+ * ("over the floor"). That client connects on the mail server's solo port, so that no Dovecot
+ * process serves both it and the gateway's connection to INBOX: one process pushes new mail to only
+ * one of its connections to a folder, the other hearing of it at its once-a-second check (see
+ * test/mailserver/mailserver.ts). Both are told 500 ms after delivery (Dovecot's notify delay), but
+ * on a busy machine two processes may tell them apart: the time over the gateway's own notification
+ * (fetch + Worker + delivery) is printed too.
  *
  * Per message, its stages, which add up to the time over the floor (the gateway's debug log, the
  * event's `created_at`, the account object's `sync stats`):
@@ -175,7 +178,7 @@ export async function run(): Promise<void> {
       trigger_events: ['email.new'],
       account_ids: [account.id],
     });
-    const idler = await openImap(mail.info(), 'alice');
+    const idler = await openImap(mail.info(), 'alice', { soloPort: true });
     await idler.mailboxOpen('INBOX');
     let heard: (() => void) | null = null;
     idler.on('exists', () => heard?.());

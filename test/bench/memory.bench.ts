@@ -7,6 +7,8 @@
  * to the gateway's, e.g. '{"NODE_OPTIONS":"--max-semi-space-size=16"}' for a larger young generation.
  * The gateway runs the way operators run it (`npm run gateway`: scripts/gateway.mjs, the bundle);
  * BENCH_MEMORY_ENTRY=gateway/main.ts measures the .ts sources instead (what the tests run).
+ * BENCH_MEMORY_NODE_FLAGS adds node flags; with --trace-gc the garbage collector's pauses while the
+ * idle accounts are measured are printed too (what the V8 flags cost in pauses).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -27,6 +29,35 @@ const COMMAND_IDLE_MS = Number(process.env.GATEWAY_COMMAND_IDLE_MS ?? 30_000);
 const SETTLE_MS = Number(process.env.BENCH_MEMORY_SETTLE_MS ?? 45_000);
 
 const MiB = 1024 * 1024;
+
+/** One `--trace-gc` line: the collection's kind and its pause on the main thread (ms). */
+const GC_LINE = /ms: (.+?) [\d.]+ \([\d.]+\) -> .*? MB, (?:pooled: [\d.]+ MB, )?([\d.]+) \/ [\d.]+ ms/;
+
+/** The pauses of the collections logged from now on, until the returned function summarises them. */
+function watchGc(gateway: ChildProcess): () => string {
+  const pauses = new Map<string, number[]>();
+  let rest = '';
+  const onData = (chunk: Buffer) => {
+    const lines = (rest + chunk.toString('utf8')).split('\n');
+    rest = lines.pop() ?? '';
+    for (const line of lines) {
+      const m = GC_LINE.exec(line);
+      if (m) pauses.set(m[1]!, [...(pauses.get(m[1]!) ?? []), Number(m[2])]);
+    }
+  };
+  gateway.stdout?.on('data', onData);
+  const since = performance.now();
+  return () => {
+    gateway.stdout?.off('data', onData);
+    const seconds = (performance.now() - since) / 1000;
+    const kinds = [...pauses].map(([kind, ms]) => {
+      const sorted = ms.sort((a, b) => a - b);
+      const total = sorted.reduce((a, b) => a + b, 0);
+      return `${kind} ${sorted.length} (total ${total.toFixed(0)} ms, median ${sorted[Math.floor(sorted.length / 2)]!.toFixed(1)}, max ${sorted.at(-1)!.toFixed(0)} ms)`;
+    });
+    return `GC pauses over ${seconds.toFixed(0)} s with the idle accounts: ${kinds.join('; ') || 'none logged'}`;
+  };
+}
 
 function rssOf(gateway: ChildProcess): number {
   const status = readFileSync(`/proc/${gateway.pid}/status`, 'utf8');
@@ -91,8 +122,11 @@ export async function run(): Promise<void> {
         NODE_EXTRA_CA_CERTS: mail.caFile,
         ...launchEnv,
       },
-      stdio: ['ignore', 'ignore', 'inherit'],
+      // stdout: the collector's trace when asked for (--trace-gc), the warn-level log otherwise.
+      stdio: ['ignore', 'pipe', 'inherit'],
     });
+    // Read at once (a full pipe would block the gateway's writes); only watchGc looks at it.
+    gateway.stdout?.resume();
     stopGateway = () => {
       gateway.kill('SIGTERM');
       return new Promise((r) => (gateway.exitCode !== null ? r(undefined) : gateway.once('exit', () => r(undefined))));
@@ -134,12 +168,15 @@ export async function run(): Promise<void> {
     console.log(`connected ${ACCOUNTS} accounts in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
     await new Promise((r) => setTimeout(r, COMMAND_IDLE_MS + 5_000));
 
+    const gc = watchGc(gateway);
     const rss = await steadyRss(gateway, SETTLE_MS);
+    const gcSummary = gc();
     const perAccount = (rss - base) / ACCOUNTS;
     const counts = await connectionsPerUser(mail, new Set(users));
     const total = counts.reduce((a, b) => a + b, 0);
     console.log(`RSS with ${ACCOUNTS} idle accounts: ${(rss / MiB).toFixed(1)} MiB`);
     console.log(`RSS per idle account: ${(perAccount / 1024).toFixed(1)} KiB`);
+    if (flags.includes('--trace-gc')) console.log(gcSummary);
     if (process.env.BENCH_MEMORY_SNAPSHOT === '1') {
       // The gateway was started with --heapsnapshot-signal: its heap goes to a file in its working directory.
       gateway.kill('SIGUSR2');

@@ -29,6 +29,11 @@ export interface MailServerInfo {
   imapPort: number;
   /** IMAP with STARTTLS available; plaintext LOGIN allowed (loopback only). */
   imapPlainPort: number;
+  /**
+   * IMAPS whose every connection has a Dovecot process of its own (see mailserver.ts): for a client
+   * whose IDLE notifications are compared with another connection's to the same folder.
+   */
+  imapSoloPort: number;
   /** SMTP submission: STARTTLS required, AUTH required. */
   smtpPort: number;
   /** SMTP submission with implicit TLS, AUTH required. */
@@ -204,6 +209,8 @@ export async function waitForDelivery(
 export interface OpenImapOptions extends Partial<ImapFlowOptions> {
   /** Use the STARTTLS/plain port instead of IMAPS (default false). */
   plainPort?: boolean;
+  /** Use the solo port (IMAPS, a Dovecot process of its own: see MailServerInfo.imapSoloPort). */
+  soloPort?: boolean;
   /** Override the password (e.g. to test a wrong one). */
   password?: string;
 }
@@ -211,10 +218,10 @@ export interface OpenImapOptions extends Partial<ImapFlowOptions> {
 /** Create (not connect) an ImapFlow client for a user, TLS verified against the test CA. */
 export function imapClient(info: MailServerInfo, user: string | MailUser, opts: OpenImapOptions = {}): ImapFlow {
   const u = typeof user === 'string' ? findUser(info, user) : user;
-  const { plainPort, password, tls, ...rest } = opts;
+  const { plainPort, soloPort, password, tls, ...rest } = opts;
   return new ImapFlow({
     host: info.host,
-    port: plainPort ? info.imapPlainPort : info.imapPort,
+    port: plainPort ? info.imapPlainPort : soloPort ? info.imapSoloPort : info.imapPort,
     secure: !plainPort,
     auth: { user: u.user, pass: password ?? u.password },
     tls: { ca: readCa(info), ...tls },

@@ -81,8 +81,15 @@ function portAccepts(port: number): Promise<boolean> {
 
 describe('Dovecot IMAP', () => {
   it('uses distinct dynamic loopback ports and a generated CA', () => {
-    const ports = [server.imapPort, server.imapPlainPort, server.smtpPort, server.smtpsPort, server.mxPort];
-    expect(new Set(ports).size).toBe(5);
+    const ports = [
+      server.imapPort,
+      server.imapPlainPort,
+      server.imapSoloPort,
+      server.smtpPort,
+      server.smtpsPort,
+      server.mxPort,
+    ];
+    expect(new Set(ports).size).toBe(6);
     for (const p of ports) expect(p).toBeGreaterThan(1024);
     expect(readCa(server)).toMatch(/-----BEGIN CERTIFICATE-----/);
     expect(server.users.map((u) => u.email)).toEqual(
@@ -143,6 +150,26 @@ describe('Dovecot IMAP', () => {
     const plain = await login('bob', { plainPort: true, doSTARTTLS: false });
     expect(plain.secureConnection).toBe(false);
     expect(plain.authenticated).toBeTruthy();
+  });
+
+  it('gives each connection on the solo port an imap process of its own, where above 1,000 connections the others share', async () => {
+    const many = await startMailServer({ maxImapConnections: 1100 });
+    const clients: ImapFlow[] = [];
+    try {
+      for (const soloPort of [false, false, true, true]) clients.push(await openImap(many, 'alice', { soloPort }));
+      const pids = (await many.doveadm(['who', '-1']))
+        .split('\n')
+        .slice(1)
+        .map((line) => line.trim().split(/\s+/))
+        .filter(([user, proto]) => user === 'alice' && proto === 'imap')
+        .map(([, , pid]) => pid);
+      expect(pids).toHaveLength(4);
+      // The two IMAPS connections in one process, each solo one in a process of its own.
+      expect(new Set(pids).size).toBe(3);
+    } finally {
+      await Promise.all(clients.map((c) => c.logout().catch(() => c.close())));
+      await many.stop();
+    }
   });
 
   it('auto-creates and subscribes the special-use folders', async () => {

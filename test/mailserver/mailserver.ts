@@ -122,6 +122,7 @@ export async function ensureMailPackages(): Promise<void> {
 interface Ports {
   imapPort: number;
   imapPlainPort: number;
+  imapSoloPort: number;
   smtpPort: number;
   smtpsPort: number;
   mxPort: number;
@@ -130,6 +131,7 @@ interface Ports {
 const PORT_ENV: Record<keyof Ports, string> = {
   imapPort: 'MAILSERVER_IMAPS_PORT',
   imapPlainPort: 'MAILSERVER_IMAP_PORT',
+  imapSoloPort: 'MAILSERVER_IMAP_SOLO_PORT',
   smtpPort: 'MAILSERVER_SUBMISSION_PORT',
   smtpsPort: 'MAILSERVER_SMTPS_PORT',
   mxPort: 'MAILSERVER_MX_PORT',
@@ -280,7 +282,7 @@ async function startOnce(opts: StartOptions, ports: Ports): Promise<MailServer> 
     const startDovecot = async () => {
       if (dovecot && dovecot.exitCode === null && dovecot.signalCode === null) return;
       dovecot = spawnOwned(DOVECOT, ['-F', '-c', d.conf], path.join(d.root, 'stderr.log'));
-      const imapPorts = [ports.imapPort, ports.imapPlainPort];
+      const imapPorts = [ports.imapPort, ports.imapPlainPort, ports.imapSoloPort];
       await waitUntilReady({ child: dovecot, name: 'dovecot', log: dovecotLog, ports: imapPorts }, [
         ...imapPorts,
         lmtpSocket,
@@ -452,6 +454,35 @@ service imap-login {
   client_limit = ${loginLimit}
 }
 ${imapService}
+# The solo port: IMAPS whose connections each get an imap process of their own, whatever the
+# client_limit above. Dovecot 2.3 watches a folder with one inotify watch per process: of two IDLE
+# connections to one folder in one process only one is pushed new mail (500 ms after delivery),
+# and every IDLE that ends drops the other's watch, which then hears of it only at its
+# mailbox_idle_check_interval. A client timing new mail against another connection's uses this port.
+service imap-login-solo {
+  executable = imap-login -l imap-solo
+  protocol = imap
+  type = login
+  user = $default_login_user
+  chroot = login
+  service_count = 0
+  client_limit = 100
+  inet_listener imaps-solo {
+    address = 127.0.0.1
+    port = ${c.ports.imapSoloPort}
+    ssl = yes
+  }
+}
+service imap-solo {
+  executable = imap
+  protocol = imap
+  extra_groups = $default_internal_group
+  client_limit = 1
+  process_limit = 100
+  unix_listener login/imap-solo {
+    mode = 0666
+  }
+}
 service lmtp {
   unix_listener lmtp {
     mode = 0666

@@ -20,6 +20,7 @@ import { defaultEncryption, providerDefaults } from './providers.ts';
 import { accountObject } from '../durable/account-stub.ts';
 import { AccountMetadata } from './metadata.ts';
 import { checkMailServers, sameUnreachableError } from './mail-hosts.ts';
+import { accountShard, chooseShard, type Shard, storedShardName } from '../shards/registry.ts';
 
 const port = z
   .number()
@@ -108,6 +109,22 @@ async function loadAccountRow(env: Env, id: string): Promise<AccountRow | null> 
     .first<AccountRow>();
 }
 
+/**
+ * The account's row in a shard other than DB: the mark its mail rows refer to (their foreign keys,
+ * and whether it is being removed), without settings or credentials. DB's row is the account's own.
+ */
+async function markInShard(shard: Shard, accountId: string, nowIso: string): Promise<void> {
+  if (storedShardName(shard) === null) return;
+  await shard.db
+    .prepare(
+      `INSERT OR IGNORE INTO accounts (id, email, user_id, imap_host, imap_port, imap_encryption, smtp_host, smtp_port,
+         smtp_encryption, smtp_user, credentials, created_at, updated_at, shard)
+       VALUES (?1, ?1, '', '', 0, '', '', 0, '', '', '', ?2, ?2, ?3)`,
+    )
+    .bind(accountId, nowIso, shard.name)
+    .run();
+}
+
 export async function connectAccount(env: Env, body: AuthIntent) {
   const config = resolveServers(body);
   checkMailServers(env, config);
@@ -160,6 +177,8 @@ export async function connectAccount(env: Env, body: AuthIntent) {
   ];
 
   const metadataJson = body.metadata ? JSON.stringify(body.metadata) : null;
+  // A new account's mail goes to the shard holding the fewest accounts; a reconnect keeps its shard.
+  const shard = previous ? await accountShard(env, accountId) : await chooseShard(env);
   let row: AccountRow;
   let write: D1PreparedStatement;
   if (previous) {
@@ -201,8 +220,8 @@ export async function connectAccount(env: Env, body: AuthIntent) {
     write = env.DB.prepare(
       `INSERT INTO accounts (email, display_name, user_id, imap_host, imap_port, imap_encryption, smtp_host, smtp_port, smtp_encryption,
          smtp_user, credentials, id, provider, status, initial_sync, initial_sync_enable, initial_sync_days, metadata_json, state,
-         created_at, connected_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'imap', 'running', 'none', ?, ?, ?, ?, ?, ?, ?)`,
+         created_at, connected_at, updated_at, shard)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'imap', 'running', 'none', ?, ?, ?, ?, ?, ?, ?, ?)`,
     ).bind(
       ...settings(row.display_name),
       accountId,
@@ -213,6 +232,7 @@ export async function connectAccount(env: Env, body: AuthIntent) {
       nowIso,
       nowIso,
       nowIso,
+      storedShardName(shard),
     );
   }
 
@@ -228,6 +248,7 @@ export async function connectAccount(env: Env, body: AuthIntent) {
     if (holder) await notifyGateway(env, holder, { op: 'release', account_id: accountId });
   } else {
     try {
+      await markInShard(shard, accountId, nowIso);
       const initialSyncSince = row.initial_sync_enable ? now - row.initial_sync_days! * DAY_MS : null;
       await stub.initialize({
         account_id: accountId,
@@ -239,8 +260,13 @@ export async function connectAccount(env: Env, body: AuthIntent) {
       });
     } catch (err) {
       // Undo: no account without its sync baseline, and no event for an account that is not there.
+      const mail = shard.db;
+      await mail.batch([
+        mail.prepare('DELETE FROM folders WHERE account_id = ?').bind(accountId),
+        mail.prepare('DELETE FROM events WHERE account_id = ?').bind(accountId),
+        mail.prepare('DELETE FROM accounts WHERE id = ?').bind(accountId),
+      ]);
       await env.DB.batch([
-        env.DB.prepare('DELETE FROM folders WHERE account_id = ?').bind(accountId),
         env.DB.prepare('DELETE FROM events WHERE id = ?').bind(event.id),
         env.DB.prepare('DELETE FROM accounts WHERE id = ?').bind(accountId),
       ]);

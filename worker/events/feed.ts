@@ -169,7 +169,7 @@ export async function listEvents(env: Env, q: EventListQuery): Promise<CursorLis
   for (const { shard } of streams) {
     const mine = page.filter((p) => p.shard === shard.name).map((p) => p.row);
     const done = await completeEmailEvents(shard.db, mine, 'data_json');
-    mine.forEach((row, i) => complete.set(row, done[i]!));
+    for (const [i, row] of mine.entries()) complete.set(row, done[i]!);
   }
   return {
     object: 'Events',

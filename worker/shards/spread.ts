@@ -34,8 +34,8 @@ export async function groupByShard<R extends { account_id: string }>(
   const order = shards(env).map((s) => s.name);
   for (const row of rows) {
     const shard = await accountShard(env, row.account_id);
-    let group = groups.get(shard.name);
-    if (!group) groups.set(shard.name, (group = { env: shardEnv(env, shard), rows: [] }));
+    const group = groups.get(shard.name) ?? { env: shardEnv(env, shard), rows: [] };
+    groups.set(shard.name, group);
     group.rows.push(row);
   }
   return [...groups.entries()].sort(([a], [b]) => order.indexOf(a) - order.indexOf(b)).map(([, g]) => g);

@@ -20,7 +20,7 @@ import { defaultEncryption, providerDefaults } from './providers.ts';
 import { accountObject } from '../durable/account-stub.ts';
 import { AccountMetadata } from './metadata.ts';
 import { checkMailServers, sameUnreachableError } from './mail-hosts.ts';
-import { accountShard, chooseShard, type Shard, storedShardName } from '../shards/registry.ts';
+import { accountShard, chooseShard, markAccountInShard, storedShardName } from '../shards/registry.ts';
 
 const port = z
   .number()
@@ -107,22 +107,6 @@ async function loadAccountRow(env: Env, id: string): Promise<AccountRow | null> 
   return env.DB.prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ? AND ${NOT_REMOVED}`)
     .bind(id)
     .first<AccountRow>();
-}
-
-/**
- * The account's row in a shard other than DB: the mark its mail rows refer to (their foreign keys,
- * and whether it is being removed), without settings or credentials. DB's row is the account's own.
- */
-async function markInShard(shard: Shard, accountId: string, nowIso: string): Promise<void> {
-  if (storedShardName(shard) === null) return;
-  await shard.db
-    .prepare(
-      `INSERT OR IGNORE INTO accounts (id, email, user_id, imap_host, imap_port, imap_encryption, smtp_host, smtp_port,
-         smtp_encryption, smtp_user, credentials, created_at, updated_at, shard)
-       VALUES (?1, ?1, '', '', 0, '', '', 0, '', '', '', ?2, ?2, ?3)`,
-    )
-    .bind(accountId, nowIso, shard.name)
-    .run();
 }
 
 export async function connectAccount(env: Env, body: AuthIntent) {
@@ -248,7 +232,7 @@ export async function connectAccount(env: Env, body: AuthIntent) {
     if (holder) await notifyGateway(env, holder, { op: 'release', account_id: accountId });
   } else {
     try {
-      await markInShard(shard, accountId, nowIso);
+      await markAccountInShard(shard, accountId, nowIso);
       const initialSyncSince = row.initial_sync_enable ? now - row.initial_sync_days! * DAY_MS : null;
       await stub.initialize({
         account_id: accountId,

@@ -92,6 +92,22 @@ export async function chooseShard(env: Env): Promise<Shard> {
   return best;
 }
 
+/**
+ * The account's row in a shard other than DB: the mark its mail rows refer to (their foreign keys,
+ * and whether it is being removed), without settings or credentials. DB's row is the account's own.
+ */
+export async function markAccountInShard(shard: Shard, accountId: string, nowIso: string): Promise<void> {
+  if (storedShardName(shard) === null) return;
+  await shard.db
+    .prepare(
+      `INSERT OR IGNORE INTO accounts (id, email, user_id, imap_host, imap_port, imap_encryption, smtp_host, smtp_port,
+         smtp_encryption, smtp_user, credentials, created_at, updated_at, shard)
+       VALUES (?1, ?1, '', '', 0, '', '', 0, '', '', '', ?2, ?2, ?3)`,
+    )
+    .bind(accountId, nowIso, shard.name)
+    .run();
+}
+
 /** `accounts.shard` as stored for `shard`. */
 export const storedShardName = (shard: Shard): string | null => (shard.name === DIRECTORY_SHARD ? null : shard.name);
 

@@ -77,7 +77,7 @@ export const mailDb = async (env: Env, accountId: string): Promise<D1Database> =
 
 /**
  * The shard a new account goes to: the one holding the fewest accounts (removed ones still being
- * purged count), the first of them on a tie. The stored value: NULL for DB, else the binding name.
+ * purged count), the last of them on a tie (a shard just added is the emptiest, and fills first). The stored value: NULL for DB, else the binding name.
  */
 export async function chooseShard(env: Env): Promise<Shard> {
   const all = shards(env);
@@ -88,7 +88,7 @@ export async function chooseShard(env: Env): Promise<Shard> {
   }>();
   const held = new Map(results.map((r) => [r.shard ?? DIRECTORY_SHARD, r.n]));
   let best = all[0]!;
-  for (const shard of all) if ((held.get(shard.name) ?? 0) < (held.get(best.name) ?? 0)) best = shard;
+  for (const shard of all) if ((held.get(shard.name) ?? 0) <= (held.get(best.name) ?? 0)) best = shard;
   return best;
 }
 

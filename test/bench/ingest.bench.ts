@@ -45,11 +45,8 @@ async function fill(imap: ImapFlow, messages: Buffer[]): Promise<void> {
 
 /** Emails in every database, from GET /databases. */
 async function emailsHeld(service: Service): Promise<number[]> {
-  const res = await service.fetch(`${service.base}/api/v1/databases`, {
-    headers: { Authorization: `Bearer ${service.adminKey}` },
-  });
-  const body = (await res.json()) as { data: { emails: number }[] };
-  return body.data.map((d) => d.emails);
+  const { data } = await service.client.GET('/api/v1/databases');
+  return data!.data.map((d) => d.emails);
 }
 
 export async function run(): Promise<void> {

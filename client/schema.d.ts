@@ -1931,7 +1931,7 @@ export interface components {
         Database: {
             /** @constant */
             object: "Database";
-            /** @description The D1 binding in wrangler.toml (`DB`). */
+            /** @description The D1 binding in wrangler.toml: `DB` (the directory and the first mail shard) or a mail shard `MAIL_DB_2`, `MAIL_DB_3`, … */
             binding: string;
             /** @description Bytes the database takes now, as D1 reports them. */
             size_bytes: number;

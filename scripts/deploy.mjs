@@ -68,13 +68,27 @@ export function readBindings(toml) {
     databaseId: value('d1_databases', 'database_id'),
     bucket: value('r2_buckets', 'bucket_name'),
     queue: value('queues.producers', 'queue'),
+    shards: mailShards(toml),
   };
+}
+
+/** The mail shards besides DB (docs/capacity.md): each `[[d1_databases]]` bound as MAIL_DB_n, with its database. */
+function mailShards(toml) {
+  return toml
+    .split('[[d1_databases]]')
+    .slice(1)
+    .map((section) => section.slice(0, section.search(/^\[/m) === -1 ? undefined : section.search(/^\[/m)))
+    .map((body) => ({
+      binding: /^binding\s*=\s*"([^"]*)"/m.exec(body)?.[1] ?? '',
+      database: /^database_name\s*=\s*"([^"]*)"/m.exec(body)?.[1] ?? '',
+    }))
+    .filter((s) => /^MAIL_DB_[0-9]+$/.test(s.binding));
 }
 
 function checkConfig() {
   const bindings = readBindings(readFileSync(join(root, 'wrangler.toml'), 'utf8'));
   for (const [what, value] of Object.entries(bindings))
-    if (what !== 'databaseId' && !value) throw new DeployError(`wrangler.toml: no ${what} found`);
+    if (what !== 'databaseId' && what !== 'shards' && !value) throw new DeployError(`wrangler.toml: no ${what} found`);
   if (bindings.databaseId && /^0{8}-/.test(bindings.databaseId))
     throw new DeployError(
       'wrangler.toml: database_id is a placeholder: remove the line (wrangler creates the database) or put the real id',
@@ -176,6 +190,9 @@ async function main() {
   const hadDatabase = databaseExists(config.database);
   // The schema first when the database exists; a new one is created by the deploy, then migrated.
   if (hadDatabase) wrangler(['d1', 'migrations', 'apply', 'DB', '--remote']);
+  // Every mail shard gets the same migrations, before the deploy when it exists, else after.
+  const shardsBefore = config.shards.filter((shard) => databaseExists(shard.database));
+  for (const shard of shardsBefore) wrangler(['d1', 'migrations', 'apply', shard.binding, '--remote']);
   const secretsDir = mkdtempSync(join(tmpdir(), 'mailbox-secrets-'));
   const secretsFile = join(secretsDir, 'secrets.json');
   let deployed;
@@ -186,6 +203,8 @@ async function main() {
     rmSync(secretsDir, { recursive: true, force: true });
   }
   if (!hadDatabase) wrangler(['d1', 'migrations', 'apply', 'DB', '--remote']);
+  for (const shard of config.shards.filter((s) => !shardsBefore.includes(s)))
+    wrangler(['d1', 'migrations', 'apply', shard.binding, '--remote']);
   const url = /https:\/\/\S+\.workers\.dev/.exec(deployed.out)?.[0] ?? "(see wrangler's output above)";
   console.log(`\nDeployed: ${url}`);
   console.log(`Dashboard: ${url}/   API: ${url}/api/v1   Reference: ${url}/api/v1/docs`);

@@ -1,6 +1,13 @@
 /** Bindings and secrets of the Worker (see wrangler.toml). */
 export interface Env {
+  /** The directory and the first mail shard; MAIL_DB_2, MAIL_DB_3, … are more shards (shards/registry.ts). */
   DB: D1Database;
+  /**
+   * Only in an account's view of env (shards/registry.ts `bindAccountShard`): DB is then the
+   * account's shard, DIRECTORY the real DB and SHARD_NAME the shard's binding name.
+   */
+  DIRECTORY?: D1Database;
+  SHARD_NAME?: string;
   BLOBS: R2Bucket;
   /** One AccountObject per account; its typed stub: durable/account-stub.ts. */
   ACCOUNTS: DurableObjectNamespace;
@@ -59,4 +66,6 @@ export interface AppEnv {
 }
 
 /** What travels through the webhooks queue: one outbox event, fanned out by the consumer. */
-export type WebhookQueueMessage = { kind: 'event'; event_id: string } | { kind: 'delivery'; conversation_id: string };
+export type WebhookQueueMessage =
+  /** `shard`: the binding of the database holding the event (absent: DB). */
+  { kind: 'event'; event_id: string; shard?: string } | { kind: 'delivery'; conversation_id: string };

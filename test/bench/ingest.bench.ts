@@ -1,5 +1,7 @@
 /**
- * Ingest into one database: several accounts receive new mail at once. BENCH_INGEST_ACCOUNTS
+ * Ingest into one database, and into several mail shards (docs/capacity.md): several accounts
+ * receive new mail at once. BENCH_INGEST_SHARDS lists the shard counts to run (`1,3`): each run
+ * starts the service with MAIL_SHARDS at that count, so connect spreads the accounts over them. BENCH_INGEST_ACCOUNTS
  * accounts (4) each get BENCH_INGEST_MESSAGES small messages (2,500) in INBOX while the gateway is
  * stopped; one gateway starts and we time until D1 holds them all. Prints messages per second for
  * all accounts together and, from the account objects' `sync stats` lines, the time D1 spent on
@@ -11,12 +13,13 @@ import { cpus } from 'node:os';
 import { openImap } from '../mailserver/client.ts';
 import { startMailServer } from '../mailserver/mailserver.ts';
 import { connectMailbox } from '../node/connect.ts';
-import { eventually, startService } from '../node/service.ts';
+import { eventually, type Service, startService } from '../node/service.ts';
 
 const ACCOUNTS = Number(process.env.BENCH_INGEST_ACCOUNTS ?? 4);
 const MESSAGES = Number(process.env.BENCH_INGEST_MESSAGES ?? 2_500);
 const USERS = ['alice', 'bob', 'carol', 'dave', 'erin'];
 const GATEWAY_ID = 'bench-ingest-gw';
+const SHARD_COUNTS = (process.env.BENCH_INGEST_SHARDS ?? '1,3').split(',').map(Number);
 
 function message(user: string, i: number): Buffer {
   return Buffer.from(
@@ -40,11 +43,21 @@ async function fill(imap: ImapFlow, messages: Buffer[]): Promise<void> {
     await Promise.all(messages.slice(i, i + 200).map((m) => imap.append('INBOX', m, [])));
 }
 
+/** Emails in every database, from GET /databases. */
+async function emailsHeld(service: Service): Promise<number[]> {
+  const { data } = await service.client.GET('/api/v1/databases');
+  return data!.data.map((d) => d.emails);
+}
+
 export async function run(): Promise<void> {
   if (ACCOUNTS > USERS.length) throw new Error(`at most ${USERS.length} accounts (the test mail server's users)`);
   console.log(`${new Date().toISOString()}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}`);
+  for (const shards of SHARD_COUNTS) await runWith(shards);
+}
+
+async function runWith(shards: number): Promise<void> {
   const mail = await startMailServer();
-  const service = await startService();
+  const service = await startService({ workerEnv: { MAIL_SHARDS: String(shards) } });
   try {
     const users = USERS.slice(0, ACCOUNTS);
     const gateway = service.startGateway(GATEWAY_ID, { NODE_EXTRA_CA_CERTS: mail.caFile });
@@ -66,12 +79,14 @@ export async function run(): Promise<void> {
     const total = ACCOUNTS * MESSAGES;
     const start = performance.now();
     const running = service.startGateway(GATEWAY_ID, { NODE_EXTRA_CA_CERTS: mail.caFile });
-    await eventually(
-      async () => (service.query<{ n: number }>('SELECT COUNT(*) AS n FROM emails')[0]?.n ?? 0) >= total,
-      { what: `${total} emails in D1`, timeoutMs: 1_800_000, intervalMs: 200 },
-    );
+    await eventually(async () => (await emailsHeld(service)).reduce((a, b) => a + b, 0) >= total, {
+      what: `${total} emails in D1`,
+      timeoutMs: 1_800_000,
+      intervalMs: 500,
+    });
     const seconds = (performance.now() - start) / 1000;
     await running.kill('SIGTERM');
+    const spread = await emailsHeld(service);
 
     let d1Ms = 0;
     let created = 0;
@@ -83,12 +98,14 @@ export async function run(): Promise<void> {
       created += stats.created ?? 0;
     }
     const perMessage = d1Ms / Math.max(1, created);
-    console.log(`\n-- ${ACCOUNTS} accounts × ${MESSAGES} messages into one database --`);
+    console.log(
+      `\n-- ${ACCOUNTS} accounts × ${MESSAGES} messages into ${shards === 1 ? 'one database' : `${shards} shards`} (emails per database: ${spread.join(', ')}) --`,
+    );
     console.log(
       `all accounts together: ${total} messages in ${seconds.toFixed(1)} s = ${(total / seconds).toFixed(0)} msg/s (${(total / seconds / ACCOUNTS).toFixed(0)} per account); gateway start included`,
     );
     console.log(
-      `D1 time per new message: ${(perMessage * 1000).toFixed(0)} µs (its batches' wall time, summed over ${created} messages): one database takes at most about ${(1000 / perMessage).toFixed(0)} msg/s`,
+      `D1 time per new message: ${(perMessage * 1000).toFixed(0)} µs (its batches' wall time, summed over ${created} messages): one database takes at most about ${(1000 / perMessage).toFixed(0)} msg/s, ${shards} about ${((shards * 1000) / perMessage).toFixed(0)} msg/s`,
     );
   } finally {
     await service.stop();

@@ -42,8 +42,9 @@ export async function connectMailbox(
   // Commands go to the gateway holding the account: wait for its lease.
   await eventually(
     () =>
-      service.query<{ gateway_id: string | null }>('SELECT gateway_id FROM accounts WHERE id = ?', account.id)[0]
-        ?.gateway_id,
+      service
+        .query<{ gateway_id: string | null }>('SELECT gateway_id FROM accounts WHERE id = ?', account.id)
+        .some((row) => row.gateway_id),
     { what: 'the lease', timeoutMs: 30_000 },
   );
   return account;

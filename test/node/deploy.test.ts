@@ -47,5 +47,14 @@ it('`npm run deploy -- --dry-run` checks the configuration and the bundle, creat
 
 it('reads the bindings deploy needs from wrangler.toml, and has no placeholder database id', () => {
   const toml = `name = "w"\n[[d1_databases]]\nbinding = "DB"\ndatabase_name = "mailbox"\n\n[[r2_buckets]]\nbucket_name = "b"\n\n[[queues.producers]]\nqueue = "q"\n`;
-  expect(readBindings(toml)).toEqual({ name: 'w', database: 'mailbox', databaseId: null, bucket: 'b', queue: 'q' });
+  expect(readBindings(toml)).toEqual({
+    name: 'w',
+    database: 'mailbox',
+    databaseId: null,
+    bucket: 'b',
+    queue: 'q',
+    shards: [],
+  });
+  const sharded = `${toml}\n[[d1_databases]]\nbinding = "MAIL_DB_2"\ndatabase_name = "mailbox-2"\nmigrations_dir = "migrations"\n`;
+  expect(readBindings(sharded).shards).toEqual([{ binding: 'MAIL_DB_2', database: 'mailbox-2' }]);
 });

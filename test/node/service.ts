@@ -39,7 +39,7 @@ export interface Service {
   listEmails(accountId: string): Promise<any[]>;
   /** Stop `npm start` and start it again on the same port and state, with these environment changes. */
   restartWorker(workerEnv?: Record<string, string>): Promise<void>;
-  /** Run a read-only query on the local D1 database file. */
+  /** Run a read-only query on the local D1 database files (with mail shards: the rows of every database, one after another). */
   query<T = Record<string, unknown>>(sql: string, ...params: (string | number)[]): T[];
   stop(): Promise<void>;
 }
@@ -118,7 +118,7 @@ export async function startService(
   let worker = await startWorker(env);
 
   const gateways: GatewayProcess[] = [];
-  let db: DatabaseSync | null = null;
+  let dbs: DatabaseSync[] | null = null;
 
   const service: Service = {
     base,
@@ -188,18 +188,19 @@ export async function startService(
       return out;
     },
     query(sql, ...params) {
-      if (!db) {
+      if (!dbs) {
         const dir = join(stateDir, 'v3', 'd1', 'miniflare-D1DatabaseObject');
-        const file = readdirSync(dir).find((f) => f.endsWith('.sqlite') && f !== 'metadata.sqlite');
-        if (!file) throw new Error(`no D1 database file in ${dir}`);
-        // workerd writes the file meanwhile: wait for its write lock rather than fail at once.
-        db = new DatabaseSync(join(dir, file), { readOnly: true, timeout: 10_000 });
+        const files = readdirSync(dir).filter((f) => f.endsWith('.sqlite') && f !== 'metadata.sqlite');
+        if (files.length === 0) throw new Error(`no D1 database file in ${dir}`);
+        // workerd writes the files meanwhile: wait for a write lock rather than fail at once.
+        dbs = files.map((file) => new DatabaseSync(join(dir, file), { readOnly: true, timeout: 10_000 }));
       }
-      return db.prepare(sql).all(...params) as any[];
+      // With mail shards (MAIL_SHARDS) there is a file per database: the rows of all of them.
+      return dbs.flatMap((db) => db.prepare(sql).all(...params) as any[]);
     },
     async restartWorker(workerEnv) {
-      db?.close();
-      db = null;
+      for (const db of dbs ?? []) db.close();
+      dbs = null;
       await stopWorker();
       worker = await startWorker({ ...env, ...(workerEnv ?? {}) });
     },
@@ -207,7 +208,7 @@ export async function startService(
     client: createMailboxClient({ baseUrl: base, apiKey: adminKey, fetch: checkedFetch() }),
     fetch: checkedFetch(),
     async stop() {
-      db?.close();
+      for (const db of dbs ?? []) db.close();
       await Promise.all(gateways.map((g) => g.kill('SIGKILL')));
       await stopWorker();
       rmSync(stateDir, { recursive: true, force: true });

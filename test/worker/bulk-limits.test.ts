@@ -4,7 +4,7 @@
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { MAX_BATCH_MESSAGES } from '../../common/relay-limits.ts';
-import { PURGE_ACCOUNT_ROWS_SQL, PURGE_EMAIL_IDS_SQL } from '../../worker/accounts/purge.ts';
+import { PURGE_ACCOUNT_ROWS_SQL, PURGE_DIRECTORY_ROWS_SQL, PURGE_EMAIL_IDS_SQL } from '../../worker/accounts/purge.ts';
 import { REMOVED_ACCOUNTS } from '../../worker/accounts/removed.ts';
 import { COUNT_DOWN_SQL } from '../../worker/contacts/counts.ts';
 import { DELETE_EMAIL_ROWS_SQL } from '../../worker/emails/delete.ts';
@@ -183,6 +183,7 @@ describe('query plans of the purge statements', () => {
   const statements: [string, unknown[]][] = [
     [PURGE_EMAIL_IDS_SQL, ['acc_x']],
     ...PURGE_ACCOUNT_ROWS_SQL.map((sql): [string, unknown[]] => [sql, ['acc_x']]),
+    ...PURGE_DIRECTORY_ROWS_SQL.map((sql): [string, unknown[]] => [sql, ['acc_x']]),
     ...DELETE_EMAIL_ROWS_SQL.map((sql): [string, unknown[]] => [sql, ['["email_x"]']]),
     [
       `SELECT * FROM emails WHERE account_id = ? AND orphaned_at_ms IS NOT NULL AND orphaned_at_ms <= ?

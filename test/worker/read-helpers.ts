@@ -12,8 +12,8 @@ export interface Mail extends RawOptions {
 /** An RFC 2822 date `minutes` after 2026-01-01T00:00Z (whole seconds, as Date headers carry). */
 export const minute = (minutes: number) => new Date(Date.UTC(2026, 0, 1) + minutes * 60_000).toUTCString();
 
-export async function readAccount(email?: string) {
-  const account = await createSyncedAccount(email);
+export async function readAccount(email?: string, options: { shard?: string } = {}) {
+  const account = await createSyncedAccount(email, undefined, options);
   await account.stub.acquireLease(GATEWAY);
   const nextUid = new Map<string, number>();
 

@@ -12,6 +12,7 @@ import { exports } from 'cloudflare:workers';
 import { createApp } from '../../worker/app.ts';
 import type { Env } from '../../worker/env.ts';
 import { api } from './helpers.ts';
+import { chooseShard, markAccountInShard, shardByName, storedShardName } from '../../worker/shards/registry.ts';
 
 export const GATEWAY_SECRET = 'test-gateway-secret';
 
@@ -40,16 +41,22 @@ export const STANDARD_FOLDERS = (inboxNext = 1) => [
 ];
 
 /** An account row plus an initialized Durable Object, as connecting would leave them. */
+/**
+ * A connected account with its folders, placed in a mail shard as connect places one (the shard with
+ * the fewest accounts), or in the shard named by `shard`.
+ */
 export async function createSyncedAccount(
   email = `alice-${crypto.randomUUID().slice(0, 8)}@example.test`,
   folders = STANDARD_FOLDERS(),
+  options: { shard?: string } = {},
 ) {
   const id = newId('account');
   const now = new Date().toISOString();
+  const shard = options.shard === undefined ? await chooseShard(env) : shardByName(env, options.shard);
   await env.DB.prepare(
     `INSERT INTO accounts (id, email, user_id, imap_host, imap_port, imap_encryption, smtp_host, smtp_port, smtp_encryption, smtp_user,
-       credentials, created_at, connected_at, updated_at)
-     VALUES (?, ?, ?, '127.0.0.1', 993, 'SSL', '127.0.0.1', 465, 'SSL', ?, ?, ?, ?, ?)`,
+       credentials, created_at, connected_at, updated_at, shard)
+     VALUES (?, ?, ?, '127.0.0.1', 993, 'SSL', '127.0.0.1', 465, 'SSL', ?, ?, ?, ?, ?, ?)`,
   )
     .bind(
       id,
@@ -60,8 +67,10 @@ export async function createSyncedAccount(
       now,
       now,
       now,
+      storedShardName(shard),
     )
     .run();
+  await markAccountInShard(shard, id, now);
   const stub = accountObject(env, id);
   await stub.initialize({ account_id: id, email, user_id: email, connected_at_ms: Date.now() - 1000, folders });
   return { id, email, stub };

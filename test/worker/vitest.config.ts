@@ -18,6 +18,15 @@ function fixtureFiles(dir = `${root}/test/fixtures`): Record<string, string> {
   return out;
 }
 
+/**
+ * MAIL_SHARDS=3 runs the suite with three mail shards (DB, MAIL_DB_2, MAIL_DB_3; worker/shards/):
+ * `npm run test:shards`. Unset: one, as wrangler.toml has it.
+ */
+const shardCount = Number(process.env.MAIL_SHARDS ?? 1);
+const extraShards = Object.fromEntries(
+  Array.from({ length: Math.max(0, shardCount - 1) }, (_, i) => [`MAIL_DB_${i + 2}`, `mailbox-${i + 2}`]),
+);
+
 export default defineProject({
   plugins: [
     cloudflareTest(async () => ({
@@ -37,6 +46,7 @@ export default defineProject({
           TEST_WORKSPACE_RATE_LIMIT: { namespace_id: '1902', simple: { limit: 50, period: 60 } },
           TEST_KEY_CREATION_RATE_LIMIT: { namespace_id: '1904', simple: { limit: 5, period: 60 } },
         },
+        ...(shardCount > 1 && { d1Databases: { DB: 'mailbox', ...extraShards } }),
         bindings: {
           ADMIN_API_KEY: 'test-admin-key',
           CREDENTIALS_KEY: 'AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=',

@@ -20,6 +20,7 @@ import { defaultEncryption, providerDefaults } from './providers.ts';
 import { accountObject } from '../durable/account-stub.ts';
 import { AccountMetadata } from './metadata.ts';
 import { checkMailServers, sameUnreachableError } from './mail-hosts.ts';
+import { accountShard, chooseShard, markAccountInShard, storedShardName } from '../shards/registry.ts';
 
 const port = z
   .number()
@@ -160,6 +161,8 @@ export async function connectAccount(env: Env, body: AuthIntent) {
   ];
 
   const metadataJson = body.metadata ? JSON.stringify(body.metadata) : null;
+  // A new account's mail goes to the shard holding the fewest accounts; a reconnect keeps its shard.
+  const shard = previous ? await accountShard(env, accountId) : await chooseShard(env);
   let row: AccountRow;
   let write: D1PreparedStatement;
   if (previous) {
@@ -201,8 +204,8 @@ export async function connectAccount(env: Env, body: AuthIntent) {
     write = env.DB.prepare(
       `INSERT INTO accounts (email, display_name, user_id, imap_host, imap_port, imap_encryption, smtp_host, smtp_port, smtp_encryption,
          smtp_user, credentials, id, provider, status, initial_sync, initial_sync_enable, initial_sync_days, metadata_json, state,
-         created_at, connected_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'imap', 'running', 'none', ?, ?, ?, ?, ?, ?, ?)`,
+         created_at, connected_at, updated_at, shard)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'imap', 'running', 'none', ?, ?, ?, ?, ?, ?, ?, ?)`,
     ).bind(
       ...settings(row.display_name),
       accountId,
@@ -213,6 +216,7 @@ export async function connectAccount(env: Env, body: AuthIntent) {
       nowIso,
       nowIso,
       nowIso,
+      storedShardName(shard),
     );
   }
 
@@ -228,6 +232,7 @@ export async function connectAccount(env: Env, body: AuthIntent) {
     if (holder) await notifyGateway(env, holder, { op: 'release', account_id: accountId });
   } else {
     try {
+      await markAccountInShard(shard, accountId, nowIso);
       const initialSyncSince = row.initial_sync_enable ? now - row.initial_sync_days! * DAY_MS : null;
       await stub.initialize({
         account_id: accountId,
@@ -239,8 +244,13 @@ export async function connectAccount(env: Env, body: AuthIntent) {
       });
     } catch (err) {
       // Undo: no account without its sync baseline, and no event for an account that is not there.
+      const mail = shard.db;
+      await mail.batch([
+        mail.prepare('DELETE FROM folders WHERE account_id = ?').bind(accountId),
+        mail.prepare('DELETE FROM events WHERE account_id = ?').bind(accountId),
+        mail.prepare('DELETE FROM accounts WHERE id = ?').bind(accountId),
+      ]);
       await env.DB.batch([
-        env.DB.prepare('DELETE FROM folders WHERE account_id = ?').bind(accountId),
         env.DB.prepare('DELETE FROM events WHERE id = ?').bind(event.id),
         env.DB.prepare('DELETE FROM accounts WHERE id = ?').bind(accountId),
       ]);

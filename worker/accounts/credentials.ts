@@ -5,6 +5,7 @@
  */
 import type { Env } from '../env.ts';
 import { encryptSecret, openSecret, secretKeys } from '../lib/crypto.ts';
+import { directoryDb } from '../shards/registry.ts';
 
 export interface MailboxPasswords {
   imap_password: string;
@@ -23,7 +24,7 @@ export async function openPasswords(env: Env, accountId: string, sealed: string)
   const { plaintext, stale } = await openSecret(keys, sealed, credentialsContext(accountId));
   if (stale)
     await resealCredentials(
-      env.DB,
+      directoryDb(env),
       accountId,
       sealed,
       await encryptSecret(keys, plaintext, credentialsContext(accountId)),

@@ -11,6 +11,7 @@ import { eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts'
 import { blobKeys } from '../emails/store.ts';
 import type { Env } from '../env.ts';
 import { outgoingBlobPrefix } from '../send/outgoing.ts';
+import { directoryDb } from '../shards/registry.ts';
 import { ACCOUNT_COLUMNS, presentAccount, type AccountRow } from './present.ts';
 
 export const PURGE_EMAILS = 1000;
@@ -38,7 +39,6 @@ export const PURGE_ACCOUNT_ROWS_SQL = [
   `DELETE FROM email_search WHERE rowid IN (SELECT rowid FROM email_search WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
   `DELETE FROM tracking_hits WHERE tracking_id IN (SELECT tracking_id FROM outgoing_messages WHERE rowid IN (${OUTGOING_CHUNK}))`,
   `DELETE FROM outgoing_messages WHERE rowid IN (${OUTGOING_CHUNK})`,
-  `DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
   // An event has a delivery per endpoint: its deliveries go a chunk of rows at a time, and an event
   // only once none of its deliveries is left.
   `DELETE FROM webhook_conversations WHERE rowid IN (SELECT c.rowid FROM webhook_conversations c
@@ -49,9 +49,18 @@ export const PURGE_ACCOUNT_ROWS_SQL = [
   `DELETE FROM scheduled_emails WHERE rowid IN (SELECT rowid FROM scheduled_emails WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
 ] as const;
 
-/** One step of the purge; true once nothing of the account is left but its `accounts` row. */
+/** The account's rows in the directory (DB) besides its row: a chunk per step, like the above. */
+export const PURGE_DIRECTORY_ROWS_SQL = [
+  `DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
+] as const;
+
+/**
+ * One step of the purge; true once nothing of the account is left but its `accounts` row. `env` is
+ * the account's view (its DB the account's shard, shards/registry.ts).
+ */
 export async function purgeStep(env: Env, accountId: string): Promise<boolean> {
   const db = env.DB;
+  const directory = directoryDb(env);
   const { results } = await db.prepare(PURGE_EMAIL_IDS_SQL).bind(accountId).all<{ id: string }>();
   if (results.length > 0) {
     await db.batch(
@@ -62,7 +71,10 @@ export async function purgeStep(env: Env, accountId: string): Promise<boolean> {
     );
     return false;
   }
-  const deleted = await db.batch(PURGE_ACCOUNT_ROWS_SQL.map((sql) => db.prepare(sql).bind(accountId)));
+  const deleted = [
+    ...(await db.batch(PURGE_ACCOUNT_ROWS_SQL.map((sql) => db.prepare(sql).bind(accountId)))),
+    ...(await directory.batch(PURGE_DIRECTORY_ROWS_SQL.map((sql) => directory.prepare(sql).bind(accountId)))),
+  ];
   if (deleted.some((r) => r.meta.changes >= PURGE_ROWS)) return false;
 
   // Every object of the account lives under its prefix (segments, raw sources, bodies, attachments,
@@ -87,7 +99,9 @@ export async function purgeStep(env: Env, accountId: string): Promise<boolean> {
  * event, in one batch. Returns the event to dispatch, or null when the row was already gone.
  */
 export async function deleteAccountRow(env: Env, accountId: string): Promise<OutboxEvent | null> {
-  const db = env.DB;
+  // The shard's mark of the account goes first: the directory row is what says a purge is unfinished.
+  if (env.DIRECTORY) await env.DB.prepare('DELETE FROM accounts WHERE id = ?').bind(accountId).run();
+  const db = directoryDb(env);
   const row = await db
     .prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`)
     .bind(accountId)

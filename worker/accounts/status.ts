@@ -7,6 +7,7 @@ import type { Env } from '../env.ts';
 import { eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
 import { isoNow } from '../lib/time.ts';
 import { ACCOUNT_COLUMNS, presentAccount, type AccountRow } from './present.ts';
+import { directoryDb } from '../shards/registry.ts';
 
 /**
  * Writes the status the holder reported; returns the event to dispatch, or null when nothing
@@ -18,7 +19,7 @@ export async function writeAccountStatus(
   status: AccountStatus,
   error: string | null,
 ): Promise<OutboxEvent | null> {
-  const db = env.DB;
+  const db = directoryDb(env);
   const row = await db
     .prepare(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ?`)
     .bind(accountId)
@@ -45,7 +46,8 @@ export async function recordSkippedMessage(
 ): Promise<void> {
   const detail = `a message could not be stored and was skipped (folder ${where.path}, UID ${where.uid}): ${reason}`;
   console.error(`account ${accountId}: ${detail}`);
-  await env.DB.prepare('UPDATE accounts SET last_error = ?, updated_at = ? WHERE id = ?')
+  await directoryDb(env)
+    .prepare('UPDATE accounts SET last_error = ?, updated_at = ? WHERE id = ?')
     .bind(detail.slice(0, 1000), isoNow(), accountId)
     .run();
 }

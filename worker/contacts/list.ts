@@ -10,6 +10,8 @@ import type { Contact } from '../schemas/accounts.ts';
 import { parseId } from '../lib/ids.ts';
 import { cursorList, cursorPaging, decodeCursor, type CursorList } from '../lib/paging.ts';
 import { invalid } from '../lib/errors.ts';
+import type { Env } from '../env.ts';
+import { keyOrder, mergePages, onListShards } from '../shards/spread.ts';
 
 export const ContactListQuery = cursorPaging.extend({
   account_id: z.string().optional(),
@@ -37,7 +39,10 @@ export function presentContact(row: ContactRow): Contact {
   };
 }
 
-export async function listContacts(db: D1Database, q: ContactListQuery): Promise<CursorList<Contact>> {
+/** The list's order: most recent first, then by identifier and account. */
+const CONTACT_ORDER = keyOrder((r: ContactRow) => [r.last_email_ms, r.identifier, r.account_id], [true, false, false]);
+
+export async function listContacts(env: Env, q: ContactListQuery): Promise<CursorList<Contact>> {
   const filtersKey = `contacts:account_id=${q.account_id ?? ''}&q=${q.q ?? ''}`;
   // A removed account's contacts leave the API at once (accounts/removed.ts).
   const where: string[] = [`account_id NOT IN (${REMOVED_ACCOUNTS})`];
@@ -61,13 +66,17 @@ export async function listContacts(db: D1Database, q: ContactListQuery): Promise
     );
     params.push(lastMs, lastMs, identifier, identifier, accountId);
   }
-  const { results: rows } = await db
-    .prepare(
+  const accountId = q.account_id === undefined ? undefined : parseId('account', q.account_id);
+  const pages = await onListShards(env, accountId, async (shard) => {
+    const { results } = await shard.DB.prepare(
       `SELECT * FROM contacts WHERE ${where.join(' AND ')}
        ORDER BY last_email_ms DESC, identifier, account_id LIMIT ?`,
     )
-    .bind(...params, q.limit + 1)
-    .all<ContactRow>();
+      .bind(...params, q.limit + 1)
+      .all<ContactRow>();
+    return results;
+  });
+  const rows = mergePages(pages, q.limit, CONTACT_ORDER);
   return cursorList(
     'Contacts',
     rows,

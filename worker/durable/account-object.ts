@@ -35,6 +35,7 @@ import type { ModifyWanted } from '../commands/modify.ts';
 import type { FolderRequest } from '../commands/folders.ts';
 import { notFound } from '../lib/errors.ts';
 import { AccountStore } from './account-store.ts';
+import { accountShard, bindAccountShard, directoryEnv } from '../shards/registry.ts';
 import { MailboxActions } from './mailbox-actions.ts';
 import { type Admission, SendQueue, type SendRequest } from './send-queue.ts';
 import { type CancelResult, type Schedule, Schedules } from './schedules.ts';
@@ -77,7 +78,8 @@ export class AccountObject extends DurableObject<Env> {
   private orphansChecked = false;
 
   constructor(ctx: DurableObjectState, rawEnv: Env) {
-    const env = meteredEnv(rawEnv);
+    // The account's view of env: its DB becomes the account's shard once the account is known.
+    const env: Env = { ...meteredEnv(rawEnv) };
     super(ctx, env);
     this.store = new AccountStore(ctx.storage);
     this.staged = new StagedReleases(ctx.storage.sql);
@@ -105,7 +107,14 @@ export class AccountObject extends DurableObject<Env> {
       this.staged.migrate();
       this.sends.migrate();
       this.schedules.migrate();
+      const accountId = this.store.meta('account_id');
+      if (accountId) await this.bindShard(accountId);
     });
+  }
+
+  /** Points this object's env at the shard holding the account's mail (shards/registry.ts). */
+  private async bindShard(accountId: string): Promise<void> {
+    bindAccountShard(this.env, await accountShard(this.env, accountId));
   }
 
   private serialize<T>(work: () => Promise<T>): Promise<T> {
@@ -142,6 +151,7 @@ export class AccountObject extends DurableObject<Env> {
   async initialize(init: AccountInit): Promise<void> {
     return this.serialize(async () => {
       const { store } = this;
+      await this.bindShard(init.account_id);
       store.reset();
       store.setMeta('account_id', init.account_id);
       store.setMeta('email', init.email);
@@ -192,7 +202,7 @@ export class AccountObject extends DurableObject<Env> {
       return;
     }
     const event = await deleteAccountRow(this.env, accountId);
-    if (event) this.dispatch([event]);
+    if (event) this.dispatch([event], directoryEnv(this.env));
   }
 
   // ------------------------------------------------------------------ leases
@@ -323,11 +333,12 @@ export class AccountObject extends DurableObject<Env> {
     if (alarm === null || alarm > due) await this.ctx.storage.setAlarm(due);
   }
 
-  private dispatch(events: OutboxEvent[]): void {
+  /** Hands committed events to the queue; `env`'s DB is where they were written (the shard, or the directory). */
+  private dispatch(events: OutboxEvent[], env: Env = this.env): void {
     if (events.length)
       this.ctx.waitUntil(
         dispatchEvents(
-          this.env,
+          env,
           events.map((e) => e.id),
         ),
       );
@@ -452,7 +463,7 @@ export class AccountObject extends DurableObject<Env> {
         if (due !== null) await this.alarmAt(due);
       }
       const event = await writeAccountStatus(this.env, accountId, status, error);
-      if (event) this.dispatch([event]);
+      if (event) this.dispatch([event], directoryEnv(this.env));
       return { ok: true, value: null };
     });
   }

@@ -8,6 +8,7 @@
  * claim at a time, and is refused by the object from then on, as any other former holder.
  */
 import type { Env } from '../env.ts';
+import { directoryDb } from '../shards/registry.ts';
 
 export interface Lease {
   gateway_id: string;
@@ -39,17 +40,19 @@ export async function claimLease(
   instance: string | undefined,
 ): Promise<{ granted: boolean; holder: string | null }> {
   const owner = instance === undefined ? '' : 'AND EXISTS (SELECT 1 FROM gateways WHERE id = ?1 AND instance = ?4)';
-  const granted = await env.DB.prepare(
-    `UPDATE accounts SET gateway_id = ?1
+  const granted = await directoryDb(env)
+    .prepare(
+      `UPDATE accounts SET gateway_id = ?1
      WHERE id = ?2 AND removed_at_ms IS NULL
        AND (gateway_id IS NULL OR gateway_id = ?1
          OR NOT EXISTS (SELECT 1 FROM gateways WHERE id = accounts.gateway_id AND last_seen_ms > ?3)) ${owner}
      RETURNING gateway_id`,
-  )
+    )
     .bind(gatewayId, accountId, liveSince(env), ...(instance === undefined ? [] : [instance]))
     .first<{ gateway_id: string }>();
   if (granted) return { granted: true, holder: gatewayId };
-  const row = await env.DB.prepare('SELECT gateway_id FROM accounts WHERE id = ? AND removed_at_ms IS NULL')
+  const row = await directoryDb(env)
+    .prepare('SELECT gateway_id FROM accounts WHERE id = ? AND removed_at_ms IS NULL')
     .bind(accountId)
     .first<{ gateway_id: string | null }>();
   return { granted: false, holder: row?.gateway_id ?? null };

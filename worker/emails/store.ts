@@ -1,6 +1,7 @@
 /** Reading emails back from D1 (and R2, for large bodies) as `EmailRecord`s ready to present. */
 import { REMOVED_ACCOUNTS } from '../accounts/removed.ts';
 import type { Env } from '../env.ts';
+import { accountEnv, findInShards, groupByShard } from '../shards/spread.ts';
 import { readBlob } from './blobs.ts';
 import { unpackContent } from './content.ts';
 import type { AttachmentRow, EmailRecord, EmailRow, StoredBodies } from './present.ts';
@@ -18,9 +19,19 @@ export const blobKeys = {
   accountPrefix: (accountId: string) => `accounts/${accountId}/`,
 };
 
-/** Folder ids, attachments, reply targets and R2 bodies for a set of email rows, in a few queries. */
+/** Folder ids, attachments, reply targets and R2 bodies for a set of email rows, in a few queries per shard. */
 export async function loadEmailRecords(env: Env, rows: EmailRow[]): Promise<EmailRecord[]> {
   if (rows.length === 0) return [];
+  const groups = await groupByShard(env, rows);
+  if (groups.length === 1) return loadShardRecords(groups[0]!.env, rows);
+  const loaded = new Map<string, EmailRecord>();
+  for (const group of groups)
+    for (const record of await loadShardRecords(group.env, group.rows)) loaded.set(record.row.id, record);
+  return rows.map((row) => loaded.get(row.id)!);
+}
+
+/** `loadEmailRecords` of rows that all live in env.DB. */
+async function loadShardRecords(env: Env, rows: EmailRow[]): Promise<EmailRecord[]> {
   const folderIds = new Map<string, string[]>();
   const attachments = new Map<string, AttachmentRow[]>();
   const replyTargets = new Map<string, string>();
@@ -84,10 +95,14 @@ async function loadBodies(env: Env, key: string): Promise<StoredBodies> {
 export async function loadEmail(env: Env, emailId: string, accountId?: string): Promise<EmailRecord | null> {
   const visible = `account_id NOT IN (${REMOVED_ACCOUNTS})`;
   const row = accountId
-    ? await env.DB.prepare(`SELECT * FROM emails WHERE id = ? AND account_id = ? AND ${visible}`)
+    ? await (await accountEnv(env, accountId)).DB.prepare(
+        `SELECT * FROM emails WHERE id = ? AND account_id = ? AND ${visible}`,
+      )
         .bind(emailId, accountId)
         .first<EmailRow>()
-    : await env.DB.prepare(`SELECT * FROM emails WHERE id = ? AND ${visible}`).bind(emailId).first<EmailRow>();
+    : await findInShards(env, (shard) =>
+        shard.DB.prepare(`SELECT * FROM emails WHERE id = ? AND ${visible}`).bind(emailId).first<EmailRow>(),
+      );
   if (!row) return null;
   const [record] = await loadEmailRecords(env, [row]);
   return record ?? null;

@@ -10,6 +10,7 @@ import type { Env } from '../env.ts';
 import { newId } from '../lib/ids.ts';
 import { chunks, PARAM_CHUNK, placeholders, QUEUE_BATCH } from '../lib/sql.ts';
 import { isoNow } from '../lib/time.ts';
+import { currentShard, storedShardName } from '../shards/registry.ts';
 import type { EventType } from './types.ts';
 
 export interface OutboxEvent {
@@ -59,15 +60,18 @@ export function eventStatementIfLive(db: D1Database, event: OutboxEvent & { acco
     .bind(event.id, event.type, event.account_id, dataJson(event.data), event.created_at);
 }
 
-/** Hand committed events to the queue. Failures are logged and left for the sweep; never thrown. */
+/** Hand committed events to the queue (env.DB: the database they were written in). Failures are logged and left for the sweep; never thrown. */
 export async function dispatchEvents(env: Env, eventIds: string[]): Promise<void> {
   // A chunk is one queue batch and one UPDATE, so it must fit both limits (ids + the timestamp).
+  const shard = currentShard(env);
+  const where = storedShardName(shard) === null ? {} : { shard: shard.name };
   for (const chunk of chunks(eventIds, Math.min(QUEUE_BATCH, PARAM_CHUNK))) {
     try {
-      await env.WEBHOOKS.sendBatch(chunk.map((event_id) => ({ body: { kind: 'event' as const, event_id } })));
-      await env.DB.prepare(
-        `UPDATE events SET enqueued_at = ?, ${ROOM_LEFT('fanned_out_at')} WHERE id IN (${placeholders(chunk.length)})`,
-      )
+      await env.WEBHOOKS.sendBatch(chunk.map((event_id) => ({ body: { kind: 'event' as const, event_id, ...where } })));
+      await shard.db
+        .prepare(
+          `UPDATE events SET enqueued_at = ?, ${ROOM_LEFT('fanned_out_at')} WHERE id IN (${placeholders(chunk.length)})`,
+        )
         .bind(isoNow(), ...chunk)
         .run();
     } catch (err) {

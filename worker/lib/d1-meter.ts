@@ -105,10 +105,9 @@ export function routeKind(request: Request): string {
   return `${request.method} ${path}`;
 }
 
-/** Env with its D1 binding counted, when D1_METER is on; else env itself. */
-export function meteredEnv(env: Env): Env {
-  if (!enabled(env) || metered.has(env.DB)) return env;
-  const db = new Proxy(env.DB, {
+/** A D1 binding whose statements and batches are counted. */
+function meterDb(base: D1Database): D1Database {
+  const db = new Proxy(base, {
     get(target, prop) {
       if (prop === 'prepare') return (sql: string) => meterStatement(target.prepare(sql), sql);
       if (prop === 'batch')
@@ -124,9 +123,21 @@ export function meteredEnv(env: Env): Env {
     },
   });
   metered.add(db);
+  return db;
+}
+
+/** Env with its D1 bindings (DB and every mail shard) counted, when D1_METER is on; else env itself. */
+export function meteredEnv(env: Env): Env {
+  if (!enabled(env) || metered.has(env.DB)) return env;
+  const shards = Object.fromEntries(
+    Object.entries(env)
+      .filter(([name]) => /^MAIL_DB_[0-9]+$/.test(name))
+      .map(([name, db]) => [name, meterDb(db as D1Database)]),
+  );
   return {
     ...env,
-    DB: db,
+    ...shards,
+    DB: meterDb(env.DB),
     BLOBS: countingCalls(env.BLOBS),
     WEBHOOKS: countingCalls(env.WEBHOOKS),
     ACCOUNTS: countingObjects(env.ACCOUNTS),

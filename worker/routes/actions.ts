@@ -14,6 +14,7 @@ import { parseId } from '../lib/ids.ts';
 import { parseJsonBody } from '../lib/validation.ts';
 import { emailFromPath } from './emails.ts';
 import { accountObject } from '../durable/account-stub.ts';
+import { accountEnv } from '../shards/spread.ts';
 
 export const ModifyBody = z.strictObject({
   unread: z.boolean().optional().meta({ description: 'true: mark unread; false: mark read (on every copy).' }),
@@ -34,7 +35,7 @@ export const ModifyBody = z.strictObject({
  * folder ids; 404 for one that does not exist. An exact path wins over a role of the same name.
  */
 async function resolveFolders(c: Context<AppEnv>, accountId: string, names: string[]): Promise<string[]> {
-  const { results } = await c.env.DB.prepare(
+  const { results } = await (await accountEnv(c.env, accountId)).DB.prepare(
     'SELECT id, role, provider_id FROM folders WHERE account_id = ? ORDER BY provider_id',
   )
     .bind(accountId)

@@ -4,5 +4,5 @@ import { ContactListQuery, listContacts } from '../contacts/list.ts';
 import { parseQuery } from '../lib/validation.ts';
 
 export const contacts = new Hono<AppEnv>().get('/', async (c) =>
-  c.json(await listContacts(c.env.DB, parseQuery(c, ContactListQuery))),
+  c.json(await listContacts(c.env, parseQuery(c, ContactListQuery))),
 );

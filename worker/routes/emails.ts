@@ -8,6 +8,7 @@ import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { cursorList } from '../lib/paging.ts';
 import { parseQuery } from '../lib/validation.ts';
+import { keyOrder, mergePages, onListShards } from '../shards/spread.ts';
 
 /** The email named in the path (optionally within the account in the path), or 404. */
 export async function emailFromPath(c: Context<AppEnv>, accountParam?: string) {
@@ -25,19 +26,28 @@ function contentDisposition(kind: 'attachment' | 'inline', filename: string): st
   return `${kind}; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename)}`;
 }
 
-/** GET /emails and GET /drafts: one keyset-paged query, newest first. */
+/** The lists' order: newest first by (date, id). */
+const NEWEST_FIRST = keyOrder((row: EmailRow) => [row.date_ms, row.id], [true, true]);
+
+/** GET /emails and GET /drafts: one keyset-paged query (per shard, merged), newest first. */
 async function listEmails(c: Context<AppEnv>, draftsOnly: boolean) {
   const q: Partial<EmailListQuery> & { limit: number } = draftsOnly
     ? parseQuery(c, DraftListQuery)
     : parseQuery(c, EmailListQuery);
   const built = buildEmailQuery(q, { draftsOnly });
+  const accountId = q.account_id === undefined ? undefined : parseId('account', q.account_id);
   const rows = built.empty
     ? []
-    : (
-        await c.env.DB.prepare(built.sql)
-          .bind(...built.params)
-          .all<EmailRow>()
-      ).results;
+    : mergePages(
+        await onListShards(c.env, accountId, async (env) => {
+          const { results } = await env.DB.prepare(built.sql)
+            .bind(...built.params)
+            .all<EmailRow>();
+          return results;
+        }),
+        q.limit,
+        NEWEST_FIRST,
+      );
   const records = await loadEmailRecords(c.env, rows.slice(0, q.limit));
   const byId = new Map(records.map((r) => [r.row.id, r]));
   return cursorList(

@@ -6,8 +6,6 @@ import { parseOrThrow } from '../lib/validation.ts';
 
 export const events = new Hono<AppEnv>()
   .get('/', async (c) =>
-    c.json(
-      await listEvents(c.env.DB, parseOrThrow(EventListQuery, eventListInput(c.req.query(), c.req.queries('type')))),
-    ),
+    c.json(await listEvents(c.env, parseOrThrow(EventListQuery, eventListInput(c.req.query(), c.req.queries('type'))))),
   )
-  .get('/:id', async (c) => c.json(await getEvent(c.env.DB, c.req.param('id'))));
+  .get('/:id', async (c) => c.json(await getEvent(c.env, c.req.param('id'))));

@@ -6,6 +6,7 @@ import { presentFolder, type FolderRow } from '../folders/present.ts';
 import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { parseQuery } from '../lib/validation.ts';
+import { accountEnv } from '../shards/spread.ts';
 
 export const FolderListQuery = z.object({ account_id: z.string({ error: 'is required' }) });
 
@@ -37,5 +38,6 @@ export async function getFolder(db: D1Database, rawAccountId: string | undefined
 
 export const folders = new Hono<AppEnv>().get('/', async (c) => {
   const { account_id } = parseQuery(c, FolderListQuery);
-  return c.json(await listFolders(c.env.DB, parseId('account', account_id)));
+  const accountId = parseId('account', account_id);
+  return c.json(await listFolders(accountId ? (await accountEnv(c.env, accountId)).DB : c.env.DB, accountId));
 });

@@ -14,6 +14,7 @@ import { scheduleComposed } from '../send/schedule-send.ts';
 import { parseSendAt } from '../send/scheduled.ts';
 import { forgetOutgoing, outgoingBlobKey, recordOutgoing } from '../send/outgoing.ts';
 import { accountObject } from '../durable/account-stub.ts';
+import { accountEnv } from '../shards/spread.ts';
 
 async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
   const request = await readComposeBody(c);
@@ -30,9 +31,9 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
     const draft = sendDraft === undefined ? null : await draftToSend(c.env, { ...request, draft_id: sendDraft });
     const { account, message, tracking } = await composeMessage(c, draft?.body ?? request, mode);
     const role = mode === 'send' ? 'SENT' : 'DRAFTS';
-    const folder = await c.env.DB.prepare(
-      'SELECT provider_id FROM folders WHERE account_id = ? AND role = ? ORDER BY provider_id LIMIT 1',
-    )
+    const mail = (await accountEnv(c.env, account.id)).DB;
+    const folder = await mail
+      .prepare('SELECT provider_id FROM folders WHERE account_id = ? AND role = ? ORDER BY provider_id LIMIT 1')
       .bind(account.id, role)
       .first<{ provider_id: string }>();
     if (mode === 'draft' && !folder)
@@ -67,7 +68,7 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
     try {
       await c.env.BLOBS.put(key, JSON.stringify(message), { httpMetadata: { contentType: 'application/json' } });
       // Recorded first, so the copy is recognised even when its sync overtakes the gateway's answer.
-      await recordOutgoing(c.env.DB, {
+      await recordOutgoing(mail, {
         account_id: account.id,
         message_id: message.message_id,
         kind: mode,
@@ -81,7 +82,7 @@ async function sendOrSave(c: Context<AppEnv>, mode: 'send' | 'draft') {
       await claim.handed(account.id, message.message_id, answer);
     } catch (err) {
       await stub.releaseSend(admission.ticket);
-      if (recorded) await forgetOutgoing(c.env.DB, account.id, message.message_id);
+      if (recorded) await forgetOutgoing(mail, account.id, message.message_id);
       await c.env.BLOBS.delete(key);
       throw err;
     }
@@ -138,7 +139,7 @@ async function carriedOut(
 ): Promise<void> {
   const outcome = await stub.sendOutgoing(ticket, request, answer.message_id).catch(() => null);
   if (outcome?.ok === false && outcome.nothing_sent) {
-    await forgetOutgoing(env.DB, answer.account_id, answer.message_id);
+    await forgetOutgoing((await accountEnv(env, answer.account_id)).DB, answer.account_id, answer.message_id);
     unwrap(outcome);
   }
   if (!outcome?.ok) {

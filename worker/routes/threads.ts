@@ -6,6 +6,7 @@ import { presentEmailSingle, type EmailRow } from '../emails/present.ts';
 import { loadEmailRecords } from '../emails/store.ts';
 import { limitParam } from '../lib/paging.ts';
 import { parseQuery } from '../lib/validation.ts';
+import { accountEnv } from '../shards/spread.ts';
 import { emailFromPath } from './emails.ts';
 
 export const ThreadQuery = z.object({ limit: limitParam });
@@ -13,9 +14,11 @@ export const ThreadQuery = z.object({ limit: limitParam });
 export async function getThread(c: Context<AppEnv>, accountParam: string) {
   const email = await emailFromPath(c, accountParam);
   const { limit } = parseQuery(c, ThreadQuery);
-  const { results: rows } = await c.env.DB.prepare(
-    'SELECT * FROM emails WHERE thread_id = ? AND account_id = ? AND is_draft = 0 ORDER BY date_ms, id LIMIT ?',
-  )
+  const db = (await accountEnv(c.env, email.row.account_id)).DB;
+  const { results: rows } = await db
+    .prepare(
+      'SELECT * FROM emails WHERE thread_id = ? AND account_id = ? AND is_draft = 0 ORDER BY date_ms, id LIMIT ?',
+    )
     .bind(email.row.thread_id, email.row.account_id, limit + 1)
     .all<EmailRow>();
   const records = await loadEmailRecords(c.env, rows.slice(0, limit));

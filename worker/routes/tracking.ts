@@ -13,6 +13,7 @@ import { outgoingByTrackingId } from '../send/outgoing.ts';
 import { clientAddress, limitPerAddress } from '../lib/rate-limits.ts';
 import { admitHit, firstFromAddress } from '../tracking/limits.ts';
 import { verifyTrackingSignature } from '../tracking/links.ts';
+import { findInShards } from '../shards/spread.ts';
 
 /** A transparent 1×1 GIF. */
 const PIXEL = fromBase64('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7');
@@ -38,9 +39,14 @@ async function record(
 ): Promise<void> {
   const hit = url === undefined ? { purpose: 'open' as const } : { purpose: 'click' as const, url };
   if (!(await firstFromAddress(c.env.TRACKING_REPEAT_LIMIT, clientAddress(c), trackingId, hit))) return;
-  const db = c.env.DB;
-  const outgoing = await outgoingByTrackingId(db, trackingId);
-  if (!outgoing) return; // the account was removed since
+  // The outgoing record lives in its account's shard.
+  const found = await findInShards(c.env, async (env) => {
+    const record = await outgoingByTrackingId(env.DB, trackingId);
+    return record ? { env, record } : null;
+  });
+  if (!found) return; // the account was removed since
+  const { env, record: outgoing } = found;
+  const db = env.DB;
   if (!(await admitHit(db, trackingId, hit, Date.now()))) return;
   const email = await db
     .prepare('SELECT id FROM emails WHERE account_id = ? AND tracking_id = ? ORDER BY created_at LIMIT 1')
@@ -61,7 +67,7 @@ async function record(
   // The account may be removed between the lookup above and here: then no event is made.
   const inserted = await eventStatementIfLive(db, { ...event, account_id: outgoing.account_id }).run();
   if (inserted.meta.changes === 0) return;
-  c.executionCtx.waitUntil(dispatchEvents(c.env, [event.id]));
+  c.executionCtx.waitUntil(dispatchEvents(env, [event.id]));
 }
 
 export const tracking = new Hono<AppEnv>()

@@ -14,6 +14,7 @@ import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { toBase64 } from '../lib/crypto.ts';
 import type { ComposeBody } from './compose.ts';
+import { accountEnv } from '../shards/spread.ts';
 
 export interface DraftToSend {
   /** The request with the draft's fields filled in where it gave none. */
@@ -39,7 +40,9 @@ export async function draftToSend(env: Env, body: ComposeBody & { draft_id: stri
   const accountId = parseId('account', body.account_id);
   const row =
     draftId && accountId
-      ? await env.DB.prepare('SELECT * FROM emails WHERE draft_id = ? AND account_id = ? AND is_draft = 1')
+      ? await (await accountEnv(env, accountId)).DB.prepare(
+          'SELECT * FROM emails WHERE draft_id = ? AND account_id = ? AND is_draft = 1',
+        )
           .bind(draftId, accountId)
           .first<EmailRow>()
       : null;

@@ -10,6 +10,7 @@ import { accountObject } from '../durable/account-stub.ts';
 import type { ComposeBody, Composed } from './compose.ts';
 import { forgetOutgoing, outgoingBlobKey, recordOutgoing } from './outgoing.ts';
 import type { Claim } from './idempotency.ts';
+import { accountEnv } from '../shards/spread.ts';
 
 export async function scheduleComposed(
   env: Env,
@@ -31,11 +32,12 @@ export async function scheduleComposed(
     message_id: message.message_id,
     status: 'scheduled' as const,
   };
+  const mail = (await accountEnv(env, account.id)).DB;
   let recorded = false;
   try {
     await env.BLOBS.put(key, JSON.stringify(message), { httpMetadata: { contentType: 'application/json' } });
     // The outgoing record exists from now on, so the Sent copy is recognised (origin api, tracking).
-    await recordOutgoing(env.DB, {
+    await recordOutgoing(mail, {
       account_id: account.id,
       message_id: message.message_id,
       kind: 'send',
@@ -63,7 +65,7 @@ export async function scheduleComposed(
       },
     );
   } catch (err) {
-    if (recorded) await forgetOutgoing(env.DB, account.id, message.message_id);
+    if (recorded) await forgetOutgoing(mail, account.id, message.message_id);
     await env.BLOBS.delete(key);
     throw err;
   }

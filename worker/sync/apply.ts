@@ -25,6 +25,7 @@ import {
   type CursorState,
   type SyncState,
 } from './state.ts';
+import { directoryDb } from '../shards/registry.ts';
 
 export class ChangeApplier {
   readonly state: SyncState;
@@ -90,13 +91,13 @@ export class ChangeApplier {
       case 'initial_sync': {
         const result = emptyResult();
         const moved = await state.initialSync?.advance(
-          state.env.DB,
+          directoryDb(state.env),
           state.account.accountId,
           change.state,
           change.error,
         );
         if (moved) {
-          result.statements.push(moved.statement);
+          result.directory.push(moved.statement);
           pushEvent(result, moved.event);
         }
         return result;

@@ -4,6 +4,7 @@
  * outbox rows of a batch's events are written in bulk at its end (sync/bulk.ts).
  */
 import type { Env } from '../env.ts';
+import { directoryDb } from '../shards/registry.ts';
 import { eventRows } from './bulk.ts';
 import type { ChangeResult } from './state.ts';
 import { timed } from './stats.ts';
@@ -61,6 +62,7 @@ export async function writeResult(env: Env, result: ChangeResult, stats?: SyncSt
     ),
   );
   await timed(stats, 'd1Ms', async () => {
+    if (result.directory.length) await directoryDb(env).batch(result.directory);
     for (const batch of batchesWithEvents(env.DB, result)) await env.DB.batch(batch);
   });
 }

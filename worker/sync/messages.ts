@@ -27,6 +27,7 @@ import { SeparateObjects, Segment, type BlobWriter } from './segment.ts';
 import { tooLargeNotice } from './sources.ts';
 import { lookupsFor, parseArrivals, type Arrival } from './arrivals.ts';
 import { addEvent, emptyResult, endUnit, type ChangeResult, type SyncState } from './state.ts';
+import { directoryDb } from '../shards/registry.ts';
 
 /** At most this many email.update events for one thread merge (a runaway merge stays bounded). */
 const MAX_MERGE_EVENTS = 500;
@@ -72,8 +73,8 @@ export async function applyMessages(
   if (fresh.length === 0) return result;
   const tooLarge = fresh.find((m) => m.too_large);
   if (tooLarge)
-    result.statements.push(
-      db
+    result.directory.push(
+      directoryDb(state.env)
         .prepare('UPDATE accounts SET last_error = ?, updated_at = ? WHERE id = ?')
         .bind(tooLargeNotice(path, tooLarge), isoNow(), state.account.accountId),
     );

@@ -7,16 +7,17 @@
  */
 import { isoNow } from '../lib/time.ts';
 import { emptyResult, type ChangeResult, type SyncState } from './state.ts';
+import { directoryDb } from '../shards/registry.ts';
 
 const prefix = (path: string) => `folder ${path}: `;
 
 /** Sets (or, `problem` null, clears when it is this folder's) the account's `last_error`. */
 export function folderProblem(state: SyncState, path: string, problem: string | null): ChangeResult {
   const result = emptyResult();
-  const db = state.env.DB;
+  const db = directoryDb(state.env);
   const accountId = state.account.accountId;
   const head = prefix(path);
-  result.statements.push(
+  result.directory.push(
     problem === null
       ? db
           .prepare(

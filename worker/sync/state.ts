@@ -82,6 +82,8 @@ export interface ChangeResult {
    * missing: a retry skips the committed ones and writes the rest whole.
    */
   unitEnds: number[];
+  /** Statements on the account's directory row (accounts, in DB): written before the mail's batches. */
+  directory: D1PreparedStatement[];
 }
 
 export const emptyResult = (): ChangeResult => ({
@@ -93,6 +95,7 @@ export const emptyResult = (): ChangeResult => ({
   orphaned: false,
   departed: false,
   unitEnds: [],
+  directory: [],
 });
 
 export const endUnit = (result: ChangeResult): void => void result.unitEnds.push(result.statements.length);

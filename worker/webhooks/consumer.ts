@@ -34,7 +34,12 @@ export async function handleWebhookBatch(
   const deliveries: Message<WebhookQueueMessage & { kind: 'delivery' }>[] = [];
   for (const message of batch.messages) {
     const body = message.body;
-    if (body?.kind === 'event') events.push(message as (typeof events)[number]);
+    if (body?.kind === 'event' && body.shard !== undefined) {
+      // Webhook calls are made for the events DB holds; an event of another mail shard stays in its
+      // outbox, unfanned (docs/capacity.md).
+      console.warn(`webhook fan-out: event ${body.event_id} is in mail shard ${body.shard}; not delivered`);
+      message.ack();
+    } else if (body?.kind === 'event') events.push(message as (typeof events)[number]);
     else if (body?.kind === 'delivery') deliveries.push(message as (typeof deliveries)[number]);
     else {
       console.error(`dropping unknown webhook queue message ${JSON.stringify(body).slice(0, 200)}`);

@@ -16,6 +16,7 @@ import { pruneStatements } from '../events/feed.ts';
 import { dispatchEvents } from '../events/outbox.ts';
 import { QUEUE_BATCH } from '../lib/sql.ts';
 import { iso } from '../lib/time.ts';
+import { shards } from '../shards/registry.ts';
 import { trackingCleanup } from '../tracking/limits.ts';
 import { WAITING_STATUSES } from './conversations.ts';
 
@@ -77,22 +78,31 @@ export async function runSweep(env: Env, now: number = Date.now()): Promise<Swee
 
   const retries = await enqueueDueRetries(env, now);
 
-  const [keys, nonces, hits, scheduled, , pruned] = await env.DB.batch([
+  const [keys, nonces] = await env.DB.batch([
     env.DB.prepare(
       'DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE expires_at < ? LIMIT ?)',
     ).bind(now, SWEEP_LIMIT),
     env.DB.prepare(
       'DELETE FROM gateway_nonces WHERE nonce IN (SELECT nonce FROM gateway_nonces WHERE expires_ms < ? LIMIT ?)',
     ).bind(now, NONCE_SWEEP_LIMIT),
-    trackingCleanup(env.DB, now, SWEEP_LIMIT),
-    expiredScheduledCleanup(env.DB, now, SWEEP_LIMIT),
-    ...pruneStatements(env.DB, now, EVENT_PRUNE_LIMIT),
   ]);
+  // Tracking windows, expired scheduled sends and old events live in each mail shard.
+  let expired = nonces!.meta.changes;
+  let pruned = 0;
+  for (const { db } of shards(env)) {
+    const [hits, scheduled, , events] = await db.batch([
+      trackingCleanup(db, now, SWEEP_LIMIT),
+      expiredScheduledCleanup(db, now, SWEEP_LIMIT),
+      ...pruneStatements(db, now, EVENT_PRUNE_LIMIT),
+    ]);
+    expired += hits!.meta.changes + scheduled!.meta.changes;
+    pruned += events!.meta.changes;
+  }
   return {
     events: unsent.length,
     retries,
     idempotency_keys: keys!.meta.changes,
-    expired: nonces!.meta.changes + hits!.meta.changes + scheduled!.meta.changes,
-    events_pruned: pruned!.meta.changes,
+    expired,
+    events_pruned: pruned,
   };
 }

@@ -3,6 +3,7 @@
  * authenticated by an HMAC signature with GATEWAY_SECRET and a one-time nonce (auth.ts), plus the
  * gateway's control WebSocket.
  */
+import { mailDb } from '../shards/registry.ts';
 import { Hono, type Context } from 'hono';
 import type { z } from 'zod';
 import { GATEWAY_ID_IN_USE_TYPE, LEASE_LOST_TYPE, OUT_OF_ORDER_TYPE } from '../../common/relay-limits.ts';
@@ -276,8 +277,9 @@ export const gatewayRoutes = new Hono<AppEnv>()
     const { message_id, sent, detail } = await signedBody(c, SendOutcome);
     const accountId = accountIdParam(c);
     // Settled only now: the send's outcome was unknown until this report, its schedule's too.
-    if (await settleOutgoing(c.env.DB, accountId, message_id, sent ? 'sent' : 'failed', detail))
-      await settleUnknownSchedule(c.env.DB, accountId, message_id, sent, detail);
+    const mail = await mailDb(c.env, accountId);
+    if (await settleOutgoing(mail, accountId, message_id, sent ? 'sent' : 'failed', detail))
+      await settleUnknownSchedule(mail, accountId, message_id, sent, detail);
     return c.json({ ok: true });
   })
 

@@ -23,6 +23,7 @@ import { ApiError, OutcomeUnknown, errorBody, invalid, notFound } from '../lib/e
 import { LIVE_ACCOUNT } from '../accounts/removed.ts';
 import { randomToken } from '../lib/crypto.ts';
 import { accountObject } from '../durable/account-stub.ts';
+import { mailDb } from '../shards/registry.ts';
 import { forgetOutgoing } from './outgoing.ts';
 
 export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
@@ -218,7 +219,9 @@ async function resolveUnresolved(
   row: KeyRow,
 ): Promise<'completed' | 'released' | 'waiting'> {
   const db = env.DB;
-  const outgoing = await db
+  // The key is the workspace's; what the send left is in the account's mail shard.
+  const mail = await mailDb(env, row.account_id!);
+  const outgoing = await mail
     .prepare(
       `SELECT o.outcome, EXISTS (SELECT 1 FROM emails e WHERE e.account_id = o.account_id AND e.message_id = o.message_id) AS synced
        FROM outgoing_messages o WHERE o.account_id = ? AND o.message_id = ?`,
@@ -233,7 +236,7 @@ async function resolveUnresolved(
       .bind(code, json, scope, key)
       .run();
   const schedule = row.pending_json?.includes('"object":"EmailScheduled"')
-    ? await scheduleState(db, row.account_id!, row.message_id!)
+    ? await scheduleState(mail, row.account_id!, row.message_id!)
     : null;
   if (schedule === 'listed') {
     await complete(202, row.pending_json!);
@@ -251,7 +254,7 @@ async function resolveUnresolved(
       .prepare("DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND status IN ('in_progress', 'unresolved')")
       .bind(scope, key)
       .run();
-    await forgetOutgoing(db, row.account_id, row.message_id);
+    await forgetOutgoing(mail, row.account_id, row.message_id);
     return 'released';
   }
   if (Date.now() - row.created_at > UNRESOLVED_GIVE_UP_MS) {

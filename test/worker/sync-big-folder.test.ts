@@ -34,9 +34,11 @@ async function bigArchive() {
     name: string;
   }>();
   const names = columns.map((c) => c.name);
+  // Ids of their own per call: the tests of this file share one database.
+  const prefix = `email_big${crypto.randomUUID().slice(0, 8)}_`;
   const value = (name: string) =>
     name === 'id'
-      ? "'email_big' || printf('%06d', n.i)"
+      ? `'${prefix}' || printf('%06d', n.i)`
       : name === 'identity'
         ? "identity || '#big' || n.i"
         : name === 'message_id'
@@ -51,7 +53,7 @@ async function bigArchive() {
   await env.DB.prepare(
     `WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < ${TOTAL})
      INSERT INTO email_folders (email_id, folder_id, account_id, uid, seen, flagged)
-     SELECT 'email_big' || printf('%06d', n.i), folder_id, account_id, n.i, seen, flagged FROM email_folders, n WHERE email_id = ?`,
+     SELECT '${prefix}' || printf('%06d', n.i), folder_id, account_id, n.i, seen, flagged FROM email_folders, n WHERE email_id = ?`,
   )
     .bind(seed!.id)
     .run();

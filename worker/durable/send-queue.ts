@@ -67,24 +67,25 @@ export class SendQueue {
    * arrival is refused), so nothing was sent and the key may be used again.
    */
   fence(messageId: string, handedAtMs: number): 'taken' | 'fenced' {
-    const row = this.sql
-      .exec<{ state: string }>('SELECT state FROM send_ids WHERE message_id = ?', messageId)
-      .toArray()[0];
-    if (row) return row.state === 'fenced' ? 'fenced' : 'taken';
+    const state = this.idState(messageId);
+    if (state) return state === 'fenced' ? 'fenced' : 'taken';
     const since = this.sql.exec<{ at_ms: number }>("SELECT at_ms FROM send_ids WHERE message_id = ''").one().at_ms;
     if (handedAtMs < since) return 'taken';
     this.sql.exec("INSERT INTO send_ids (message_id, state, at_ms) VALUES (?, 'fenced', ?)", messageId, Date.now());
     return 'fenced';
   }
 
+  /** 'taken', 'fenced', or undefined: what this object knows of a Message-ID. */
+  private idState(messageId: string): string | undefined {
+    return this.sql.exec<{ state: string }>('SELECT state FROM send_ids WHERE message_id = ?', messageId).toArray()[0]
+      ?.state;
+  }
+
   /** Takes the Message-ID unless it was fenced off (false); forgets those older than a key's life. */
   private take(messageId: string): boolean {
     const now = Date.now();
     this.sql.exec("DELETE FROM send_ids WHERE at_ms < ? AND message_id != ''", now - SEND_IDS_KEPT_MS);
-    const row = this.sql
-      .exec<{ state: string }>('SELECT state FROM send_ids WHERE message_id = ?', messageId)
-      .toArray()[0];
-    if (row?.state === 'fenced') return false;
+    if (this.idState(messageId) === 'fenced') return false;
     this.sql.exec("INSERT OR IGNORE INTO send_ids (message_id, state, at_ms) VALUES (?, 'taken', ?)", messageId, now);
     return true;
   }

@@ -65,7 +65,10 @@ export interface AppEnv {
   Variables: { apiKeyId: string };
 }
 
-/** What travels through the webhooks queue: one outbox event, fanned out by the consumer. */
+/**
+ * What travels through the webhooks queue: one outbox event to fan out, or one call to make.
+ * `shard`: the binding of the database holding the event and its calls (absent: DB).
+ */
 export type WebhookQueueMessage =
-  /** `shard`: the binding of the database holding the event (absent: DB). */
-  { kind: 'event'; event_id: string; shard?: string } | { kind: 'delivery'; conversation_id: string };
+  | { kind: 'event'; event_id: string; shard?: string }
+  | { kind: 'delivery'; conversation_id: string; shard?: string };

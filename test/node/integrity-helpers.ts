@@ -38,7 +38,14 @@ export function endToEndSuite(
     defaults = false,
     env = {},
     mail = {},
-  }: { defaults?: boolean; env?: Record<string, string>; mail?: Parameters<typeof startEndToEnd>[2] } = {},
+    worker = {},
+  }: {
+    defaults?: boolean;
+    env?: Record<string, string>;
+    mail?: Parameters<typeof startEndToEnd>[2];
+    /** Extra environment of `npm start` (e.g. MAIL_SHARDS). */
+    worker?: Record<string, string>;
+  } = {},
 ): Suite {
   const clients: ImapFlow[] = [];
   const fast: Record<string, string> = { ...(defaults ? {} : { GATEWAY_POLL_INTERVAL_MS: '1000' }), ...env };
@@ -52,7 +59,7 @@ export function endToEndSuite(
   } as unknown as Suite;
   // The project's hookTimeout (300 s): `npm start` alone may take minutes on a loaded machine.
   beforeAll(async () => {
-    Object.assign(suite, await startEndToEnd(gatewayId, fast, mail));
+    Object.assign(suite, await startEndToEnd(gatewayId, fast, mail, worker));
   });
   afterEach((ctx) => dumpLogsOnFailure(ctx, suite.service));
   afterAll(async () => {

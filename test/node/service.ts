@@ -258,9 +258,10 @@ export async function startEndToEnd(
   gatewayId: string,
   gatewayEnv: Record<string, string> = {},
   mailOptions: Parameters<typeof startMailServer>[0] = {},
+  workerEnv: Record<string, string> = {},
 ): Promise<EndToEnd> {
   const mail = await startMailServer(mailOptions);
-  const service = await startService();
+  const service = await startService({ workerEnv });
   const gateway = service.startGateway(gatewayId, { NODE_EXTRA_CA_CERTS: mail.caFile, ...gatewayEnv });
   return { mail, service, gateway };
 }

@@ -10,7 +10,7 @@ import type { Env } from '../env.ts';
 import { newId } from '../lib/ids.ts';
 import { chunks, PARAM_CHUNK, placeholders, QUEUE_BATCH } from '../lib/sql.ts';
 import { isoNow } from '../lib/time.ts';
-import { currentShard, storedShardName } from '../shards/registry.ts';
+import { currentShard, shardTag } from '../shards/registry.ts';
 import type { EventType } from './types.ts';
 
 export interface OutboxEvent {
@@ -64,7 +64,7 @@ export function eventStatementIfLive(db: D1Database, event: OutboxEvent & { acco
 export async function dispatchEvents(env: Env, eventIds: string[]): Promise<void> {
   // A chunk is one queue batch and one UPDATE, so it must fit both limits (ids + the timestamp).
   const shard = currentShard(env);
-  const where = storedShardName(shard) === null ? {} : { shard: shard.name };
+  const where = shardTag(env);
   for (const chunk of chunks(eventIds, Math.min(QUEUE_BATCH, PARAM_CHUNK))) {
     try {
       await env.WEBHOOKS.sendBatch(chunk.map((event_id) => ({ body: { kind: 'event' as const, event_id, ...where } })));

@@ -8,14 +8,8 @@ import { newId, parseId } from '../lib/ids.ts';
 import { offsetList, offsetPaging } from '../lib/paging.ts';
 import { isoNow } from '../lib/time.ts';
 import { parseJsonBody, parseQuery } from '../lib/validation.ts';
-import {
-  completeDeliveryRows,
-  DELIVERY_SELECT,
-  type DeliveryRow,
-  dropWaitingStatement,
-  presentConversation,
-} from '../webhooks/conversations.ts';
-import { visibleEvent } from '../events/feed.ts';
+import { findInShards, onEveryShard } from '../shards/spread.ts';
+import { dropWaitingStatement, listConversations, presentConversation } from '../webhooks/conversations.ts';
 import { dropUnwantedStatement, NO_LONGER_WANTED } from '../webhooks/audience.ts';
 import { attemptDelivery, loadDeliveryRow } from '../webhooks/delivery.ts';
 import { deliveryOptions } from '../webhooks/schedule.ts';
@@ -76,55 +70,54 @@ export const webhooks = new Hono<AppEnv>()
     const fields = await parseJsonBody(c, patchEndpointBody(allowPrivateUrls(c.env)));
     await assertAccountsExist(c.env.DB, fields.account_ids);
     const columns = { ...endpointColumns(fields), updated_at: isoNow() };
-    const update = c.env.DB.prepare(
+    const row = await c.env.DB.prepare(
       `UPDATE webhook_endpoints SET ${Object.keys(columns)
         .map((name) => `${name} = ?`)
         .join(', ')} WHERE id = ? RETURNING *`,
-    ).bind(...Object.values(columns), current.id);
-    // Pausing, or narrowing what it takes, drops the waiting calls it no longer wants, in the same
-    // transaction; a call already claimed checks again just before it is made (webhooks/audience.ts).
-    const [updated, dropped] = await c.env.DB.batch<EndpointRow>([
-      update,
-      dropUnwantedStatement(c.env.DB, current.id, Date.now()),
-    ]);
-    const row = updated!.results[0];
+    )
+      .bind(...Object.values(columns), current.id)
+      .first<EndpointRow>();
     if (!row) throw notFound('Webhook endpoint');
-    if (dropped!.meta.changes > 0)
-      console.log(`webhook endpoint ${current.id} changed: ${dropped!.meta.changes} waiting calls ${NO_LONGER_WANTED}`);
+    // Pausing, or narrowing what it takes, drops the waiting calls it no longer wants in every shard;
+    // a call claimed meanwhile checks the endpoint again just before it is made (webhooks/audience.ts).
+    const dropped = await onEveryShard(
+      c.env,
+      async (env) => (await dropUnwantedStatement(env.DB, row, Date.now()).run()).meta.changes,
+    );
+    const total = dropped.reduce((a, b) => a + b, 0);
+    if (total > 0) console.log(`webhook endpoint ${current.id} changed: ${total} waiting calls ${NO_LONGER_WANTED}`);
     return c.json(await presentEndpoint(row, secretKeys(c.env)));
   })
   .delete('/endpoints/:id', async (c) => {
     const id = parseId('endpoint', c.req.param('id'));
     if (!id) throw notFound('Webhook endpoint');
-    const [deleted] = await c.env.DB.batch([
-      c.env.DB.prepare('DELETE FROM webhook_endpoints WHERE id = ?').bind(id),
-      dropWaitingStatement(c.env.DB, id),
-    ]);
-    if (deleted!.meta.changes === 0) throw notFound('Webhook endpoint');
+    const deleted = await c.env.DB.prepare('DELETE FROM webhook_endpoints WHERE id = ?').bind(id).run();
+    if (deleted.meta.changes === 0) throw notFound('Webhook endpoint');
+    // From here no call to it is made (each checks the directory first); its waiting calls show dropped.
+    await onEveryShard(c.env, (env) => dropWaitingStatement(env.DB, id).run());
     return c.json({ success: true });
   })
   .get('/conversations', async (c) => {
     const query = parseQuery(c, ConversationListQuery);
     const endpoint = await loadEndpoint(c.env.DB, query.endpoint_id);
-    let sql = `${DELIVERY_SELECT} WHERE c.endpoint_id = ? AND ${visibleEvent('ev.')}`;
-    const binds: (string | number)[] = [endpoint.id];
-    if (query.event_id !== undefined) {
-      // A malformed event id in a filter finds nothing (DECISIONS.md, "Finer points").
-      if (!parseId('event', query.event_id)) return c.json(offsetList('WebhookConversations', [], query.limit));
-      sql += ' AND c.event_id = ?';
-      binds.push(query.event_id);
-    }
-    const { results } = await c.env.DB.prepare(`${sql} ORDER BY c.created_at DESC, c.id DESC LIMIT ? OFFSET ?`)
-      .bind(...binds, query.limit + 1, query.offset)
-      .all<DeliveryRow>();
-    const rows = await completeDeliveryRows(c.env.DB, results);
+    // A malformed event id in a filter finds nothing (DECISIONS.md, "Finer points").
+    if (query.event_id !== undefined && !parseId('event', query.event_id))
+      return c.json(offsetList('WebhookConversations', [], query.limit));
+    const filter = { endpointId: endpoint.id, eventId: query.event_id };
+    const rows = await listConversations(c.env, filter, query.limit, query.offset);
     return c.json(offsetList('WebhookConversations', rows.map(presentConversation), query.limit));
   })
   .post('/conversations/:id/retry', async (c) => {
     const id = parseId('conversation', c.req.param('id'));
-    const row = id ? await loadDeliveryRow(c.env.DB, id) : null;
-    if (!row) throw notFound('Webhook conversation');
+    const found = id
+      ? await findInShards(c.env, async (env) => {
+          const row = await loadDeliveryRow(env, id);
+          return row && { env, row };
+        })
+      : null;
+    if (!found) throw notFound('Webhook conversation');
+    const { env, row } = found;
     if (row.endpoint_enabled !== 1)
       throw invalid(`the endpoint ${row.endpoint_id} is paused; enable it before retrying`);
-    return c.json(presentConversation(await attemptDelivery(c.env, deliveryOptions(), row)));
+    return c.json(presentConversation(await attemptDelivery(env, deliveryOptions(), row)));
   });

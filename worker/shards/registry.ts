@@ -108,6 +108,12 @@ export async function markAccountInShard(shard: Shard, accountId: string, nowIso
     .run();
 }
 
+/** The `shard` field of a queue message about rows in env.DB's shard: none for DB. */
+export const shardTag = (env: Env): { shard?: string } => {
+  const shard = currentShard(env);
+  return shard.name === DIRECTORY_SHARD ? {} : { shard: shard.name };
+};
+
 /** `accounts.shard` as stored for `shard`. */
 export const storedShardName = (shard: Shard): string | null => (shard.name === DIRECTORY_SHARD ? null : shard.name);
 

@@ -1,6 +1,7 @@
 /**
  * The consumer of the webhooks queue. `{kind: 'event'}` fans an outbox event out to its endpoints
- * (fanout.ts); `{kind: 'delivery'}` is one conversation's retry. The whole batch's calls then go
+ * (fanout.ts); `{kind: 'delivery'}` is one conversation's retry. Each message names the mail shard
+ * holding its event and calls; a shard's share of the batch is handled on that shard, its calls
  * through one pool of at most MAX_CALLS_IN_FLIGHT (delivery.ts).
  *
  * A message is acknowledged once what it stands for is safe in D1: an event once its fan-out
@@ -11,6 +12,7 @@
  */
 import type { Env, WebhookQueueMessage } from '../env.ts';
 import { chunks, QUEUE_BATCH } from '../lib/sql.ts';
+import { DIRECTORY_SHARD, shardByName, shardEnv, shardTag } from '../shards/registry.ts';
 import { deliverConversations } from './delivery.ts';
 import { fanOut } from './fanout.ts';
 import { type DeliveryOptions, deliveryOptions } from './schedule.ts';
@@ -25,30 +27,55 @@ export const MAX_CALLS_PER_INVOCATION = 300;
 /** Backoff of a failed message: 2, 4, 8 … seconds, at most a minute. */
 const messageRetryDelay = (attempts: number) => Math.min(60, 2 ** attempts);
 
+type EventMessage = Message<WebhookQueueMessage & { kind: 'event' }>;
+type DeliveryMessage = Message<WebhookQueueMessage & { kind: 'delivery' }>;
+
+/** One shard's share of a batch: its events and calls live in that database, and are handled there. */
+interface ShardWork {
+  env: Env;
+  events: EventMessage[];
+  deliveries: DeliveryMessage[];
+}
+
 export async function handleWebhookBatch(
   batch: MessageBatch<WebhookQueueMessage>,
   env: Env,
   options: DeliveryOptions = deliveryOptions(),
 ): Promise<void> {
-  const events: Message<WebhookQueueMessage & { kind: 'event' }>[] = [];
-  const deliveries: Message<WebhookQueueMessage & { kind: 'delivery' }>[] = [];
+  const work = new Map<string, ShardWork>();
+  const workOf = (shard: string | undefined): ShardWork | null => {
+    const name = shard ?? DIRECTORY_SHARD;
+    let found = work.get(name);
+    if (!found) {
+      try {
+        found = { env: shardEnv(env, shardByName(env, name)), events: [], deliveries: [] };
+      } catch (err) {
+        console.error(`webhook queue message of a shard this Worker does not bind:`, (err as Error).message);
+        return null;
+      }
+      work.set(name, found);
+    }
+    return found;
+  };
   for (const message of batch.messages) {
     const body = message.body;
-    if (body?.kind === 'event' && body.shard !== undefined) {
-      // Webhook calls are made for the events DB holds; an event of another mail shard stays in its
-      // outbox, unfanned (docs/capacity.md).
-      console.warn(`webhook fan-out: event ${body.event_id} is in mail shard ${body.shard}; not delivered`);
-      message.ack();
-    } else if (body?.kind === 'event') events.push(message as (typeof events)[number]);
-    else if (body?.kind === 'delivery') deliveries.push(message as (typeof deliveries)[number]);
+    const shardWork = body?.kind === 'event' || body?.kind === 'delivery' ? workOf(body.shard) : null;
+    if (body?.kind === 'event' && shardWork) shardWork.events.push(message as EventMessage);
+    else if (body?.kind === 'delivery' && shardWork) shardWork.deliveries.push(message as DeliveryMessage);
     else {
-      console.error(`dropping unknown webhook queue message ${JSON.stringify(body).slice(0, 200)}`);
+      console.error(`dropping webhook queue message ${JSON.stringify(body).slice(0, 200)}`);
       message.ack();
     }
   }
-  const retry = (message: Message<WebhookQueueMessage>) =>
-    message.retry({ delaySeconds: messageRetryDelay(message.attempts) });
+  let budget = MAX_CALLS_PER_INVOCATION;
+  for (const shardWork of work.values()) budget -= await handleShardWork(shardWork, options, budget);
+}
 
+const retry = (message: Message<WebhookQueueMessage>) =>
+  message.retry({ delaySeconds: messageRetryDelay(message.attempts) });
+
+/** Fans out and calls one shard's share, making at most `budget` calls; returns the calls made. */
+async function handleShardWork({ env, events, deliveries }: ShardWork, options: DeliveryOptions, budget: number) {
   let fanned: { id: string; event_id: string }[] = [];
   let fanOutFailed = false;
   try {
@@ -62,8 +89,9 @@ export async function handleWebhookBatch(
     fanOutFailed = true;
   }
   const ids = [...new Set([...fanned.map((f) => f.id), ...deliveries.map((m) => m.body.conversation_id)])];
-  await requeue(env, ids.slice(MAX_CALLS_PER_INVOCATION));
-  const failed = await deliverConversations(env, options, ids.slice(0, MAX_CALLS_PER_INVOCATION));
+  const now = ids.slice(0, Math.max(0, budget));
+  await requeue(env, ids.slice(now.length));
+  const failed = await deliverConversations(env, options, now);
   const failedEvents = new Set(fanned.filter((f) => failed.has(f.id)).map((f) => f.event_id));
   for (const message of events) {
     if (fanOutFailed || failedEvents.has(message.body.event_id)) retry(message);
@@ -73,6 +101,7 @@ export async function handleWebhookBatch(
     if (failed.has(message.body.conversation_id)) retry(message);
     else message.ack();
   }
+  return now.length;
 }
 
 /** Calls left for another invocation. They are waiting and due in D1, so if this fails the sweep sends them. */
@@ -80,7 +109,7 @@ async function requeue(env: Env, ids: string[]): Promise<void> {
   for (const part of chunks(ids, QUEUE_BATCH)) {
     try {
       await env.WEBHOOKS.sendBatch(
-        part.map((conversation_id) => ({ body: { kind: 'delivery' as const, conversation_id } })),
+        part.map((conversation_id) => ({ body: { kind: 'delivery' as const, conversation_id, ...shardTag(env) } })),
       );
     } catch (err) {
       console.error(`re-enqueueing ${part.length} webhook calls failed; the sweep will:`, (err as Error).message);

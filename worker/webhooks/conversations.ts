@@ -8,7 +8,12 @@
  */
 import { completeEmailEvents } from '../emails/event-data.ts';
 import { type Envelope, eventEnvelope } from '../events/envelope.ts';
+import type { Env } from '../env.ts';
+import { chunks, placeholders } from '../lib/sql.ts';
 import { isoNow } from '../lib/time.ts';
+import { visibleEvent } from '../events/feed.ts';
+import { directoryDb, isSharded } from '../shards/registry.ts';
+import { keyOrder, onEveryShard } from '../shards/spread.ts';
 
 export type ConversationStatus = 'pending' | 'retrying' | 'delivered' | 'failed' | 'dropped';
 
@@ -24,7 +29,7 @@ export function dropWaitingSql(set: string, where: string): string {
     WHERE status IN ${WAITING_STATUSES} AND ${where}`;
 }
 
-/** A conversation joined with its event and its endpoint: everything needed to show or send it. */
+/** A conversation with its event and its endpoint: everything needed to show or send it. */
 export interface DeliveryRow {
   id: string;
   endpoint_id: string;
@@ -46,17 +51,84 @@ export interface DeliveryRow {
   endpoint_enabled: number;
 }
 
+/** A conversation joined with its event (both in the event's mail shard); its endpoint comes from the directory. */
 export const DELIVERY_SELECT = `SELECT c.id, c.endpoint_id, c.event_id, c.event_type, c.status, c.attempts,
     c.last_status_code, c.last_error, c.next_attempt_at, c.created_at, c.updated_at,
-    ev.account_id AS event_account_id, ev.data_json AS event_data_json, ev.created_at AS event_created_at,
-    we.url, we.headers_json, we.secret AS endpoint_secret, we.enabled AS endpoint_enabled
+    ev.account_id AS event_account_id, ev.data_json AS event_data_json, ev.created_at AS event_created_at
   FROM webhook_conversations c
-  JOIN events ev ON ev.id = c.event_id
-  JOIN webhook_endpoints we ON we.id = c.endpoint_id`;
+  JOIN events ev ON ev.id = c.event_id`;
 
-/** Rows read with DELIVERY_SELECT, their event data as it was made (emails/event-data.ts). */
-export const completeDeliveryRows = (db: D1Database, rows: DeliveryRow[]): Promise<DeliveryRow[]> =>
-  completeEmailEvents(db, rows, 'event_data_json');
+type ConversationRow = Omit<DeliveryRow, 'url' | 'headers_json' | 'endpoint_secret' | 'endpoint_enabled'>;
+
+/**
+ * Rows read with DELIVERY_SELECT from env.DB (a mail shard), with their endpoint as the directory
+ * has it and their event data as it was made (emails/event-data.ts). A row whose endpoint is gone is
+ * left out.
+ */
+export async function completeDeliveryRows(env: Env, rows: ConversationRow[]): Promise<DeliveryRow[]> {
+  const endpointIds = [...new Set(rows.map((r) => r.endpoint_id))];
+  const endpoints = new Map<
+    string,
+    Pick<DeliveryRow, 'url' | 'headers_json' | 'endpoint_secret' | 'endpoint_enabled'>
+  >();
+  for (const part of chunks(endpointIds)) {
+    const { results } = await directoryDb(env)
+      .prepare(
+        `SELECT id, url, headers_json, secret AS endpoint_secret, enabled AS endpoint_enabled FROM webhook_endpoints
+         WHERE id IN (${placeholders(part.length)})`,
+      )
+      .bind(...part)
+      .all<{ id: string; url: string; headers_json: string; endpoint_secret: string; endpoint_enabled: number }>();
+    for (const { id, ...endpoint } of results) endpoints.set(id, endpoint);
+  }
+  const joined = rows.flatMap((row) => {
+    const endpoint = endpoints.get(row.endpoint_id);
+    return endpoint ? [{ ...row, ...endpoint }] : [];
+  });
+  return completeEmailEvents(env.DB, joined, 'event_data_json');
+}
+
+/** The calls of one endpoint (of one event, if given), newest first: an offset page over every shard. */
+export async function listConversations(
+  env: Env,
+  filter: { endpointId: string; eventId?: string },
+  limit: number,
+  offset: number,
+): Promise<DeliveryRow[]> {
+  const where = `c.endpoint_id = ? AND ${visibleEvent('ev.')}${filter.eventId === undefined ? '' : ' AND c.event_id = ?'}`;
+  const binds = filter.eventId === undefined ? [filter.endpointId] : [filter.endpointId, filter.eventId];
+  const order = 'ORDER BY c.created_at DESC, c.id DESC';
+  if (!isSharded(env)) {
+    const { results } = await env.DB.prepare(`${DELIVERY_SELECT} WHERE ${where} ${order} LIMIT ? OFFSET ?`)
+      .bind(...binds, limit + 1, offset)
+      .all<ConversationRow>();
+    return completeDeliveryRows(env, results);
+  }
+  // The page's keys first (each shard's first offset + limit + 1, merged), then its rows where they are.
+  const newestFirst = keyOrder((r: { created_at: string; id: string }) => [r.created_at, r.id], [true, true]);
+  const keys = await onEveryShard(env, async (shardEnv) => {
+    const { results } = await shardEnv.DB.prepare(
+      `SELECT c.created_at, c.id FROM webhook_conversations c JOIN events ev ON ev.id = c.event_id
+       WHERE ${where} ${order} LIMIT ?`,
+    )
+      .bind(...binds, offset + limit + 1)
+      .all<{ created_at: string; id: string }>();
+    return results.map((r) => ({ ...r, env: shardEnv }));
+  });
+  const page = keys
+    .flat()
+    .sort(newestFirst)
+    .slice(offset, offset + limit + 1);
+  const rows: DeliveryRow[] = [];
+  for (const shardEnv of new Set(page.map((k) => k.env))) {
+    const ids = page.filter((k) => k.env === shardEnv).map((k) => k.id);
+    const { results } = await shardEnv.DB.prepare(`${DELIVERY_SELECT} WHERE c.id IN (${placeholders(ids.length)})`)
+      .bind(...ids)
+      .all<ConversationRow>();
+    rows.push(...(await completeDeliveryRows(shardEnv, results)));
+  }
+  return rows.sort(newestFirst);
+}
 
 /** The Event envelope of a call (events/envelope.ts), the same bytes every time. */
 export function envelope(row: DeliveryRow): Envelope {

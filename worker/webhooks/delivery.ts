@@ -15,6 +15,7 @@ import type { Env, WebhookQueueMessage } from '../env.ts';
 import { visibleEvent } from '../events/feed.ts';
 import { placeholders } from '../lib/sql.ts';
 import { iso } from '../lib/time.ts';
+import { shardTag } from '../shards/registry.ts';
 import { currentEndpoint, NO_LONGER_WANTED } from './audience.ts';
 import { makeCall, type Outcome, type SecretCache } from './call.ts';
 import {
@@ -46,38 +47,31 @@ type Updated = Pick<
 >;
 
 /**
- * One D1 batch that drops the calls among `ids` whose endpoint is paused or gone, claims the due
- * ones (counting their attempt) and reads them back. Returns the claimed rows.
+ * Claims the due calls among `ids` (counting their attempt) and reads them back, in one D1 batch of
+ * env.DB's shard. A claimed call whose endpoint is gone or paused is dropped at once (its attempt
+ * taken back). Returns the claimed rows still wanted.
  */
-async function claim(db: D1Database, ids: string[], options: DeliveryOptions): Promise<DeliveryRow[]> {
+async function claim(env: Env, ids: string[], options: DeliveryOptions): Promise<DeliveryRow[]> {
+  const db = env.DB;
   const now = options.now();
   const lease = now + leaseMs(options);
   const list = placeholders(ids.length);
-  const waiting = `id IN (${list}) AND status IN ${WAITING_STATUSES}`;
-  const results = await db.batch<{ id: string }>([
-    db
-      .prepare(
-        dropWaitingSql(
-          'updated_at = ?',
-          `id IN (${list}) AND NOT EXISTS (
-             SELECT 1 FROM webhook_endpoints we WHERE we.id = webhook_conversations.endpoint_id AND we.enabled = 1)`,
-        ),
-      )
-      .bind(iso(now), ...ids),
+  const [claimedIds, read] = await db.batch<{ id: string }>([
     db
       .prepare(
         `UPDATE webhook_conversations SET next_attempt_at = ?, attempts = attempts + 1, last_status_code = NULL,
            last_error = ?, updated_at = ?
-         WHERE ${waiting} AND next_attempt_at <= ? RETURNING id`,
+         WHERE id IN (${list}) AND status IN ${WAITING_STATUSES} AND next_attempt_at <= ? RETURNING id`,
       )
       .bind(lease, UNRECORDED_ATTEMPT, iso(now), ...ids, now + EARLY_TOLERANCE_MS),
     db.prepare(`${DELIVERY_SELECT} WHERE c.id IN (${list}) AND c.next_attempt_at = ?`).bind(...ids, lease),
   ]);
-  const claimed = new Set(results[1]!.results.map((r) => r.id));
-  return completeDeliveryRows(
-    db,
-    (results[2]!.results as unknown as DeliveryRow[]).filter((r) => claimed.has(r.id)),
-  );
+  const claimed = new Set(claimedIds!.results.map((r) => r.id));
+  const rows = (read!.results as unknown as DeliveryRow[]).filter((r) => claimed.has(r.id));
+  const wanted = (await completeDeliveryRows(env, rows)).filter((r) => r.endpoint_enabled === 1);
+  const unwanted = rows.filter((r) => !wanted.some((w) => w.id === r.id));
+  if (unwanted.length) await db.batch(unwanted.map((row) => dropStatement(db, options, row, false)));
+  return wanted;
 }
 
 /**
@@ -128,7 +122,7 @@ async function enqueueRetry(env: Env, conversationId: string, delayMs: number): 
   const delaySeconds = Math.ceil(delayMs / SECOND);
   if (delaySeconds > MAX_QUEUE_DELAY_SECONDS) return; // the sweep sends it when due
   try {
-    const message: WebhookQueueMessage = { kind: 'delivery', conversation_id: conversationId };
+    const message: WebhookQueueMessage = { kind: 'delivery', conversation_id: conversationId, ...shardTag(env) };
     await env.WEBHOOKS.send(message, { delaySeconds });
   } catch (err) {
     console.error(`enqueueing retry of ${conversationId} failed; the sweep will send it:`, (err as Error).message);
@@ -185,7 +179,7 @@ async function attempt(
   // The endpoint as it is just before the call: a pause, deletion, new URL or narrower filter since the claim counts.
   let row = claimed;
   const outcome = await makeCall(env, options, io.secrets, claimed, async () => {
-    const current = await currentEndpoint(env.DB, claimed);
+    const current = await currentEndpoint(env, claimed);
     if (current) row = { ...claimed, ...current };
     return current;
   });
@@ -237,7 +231,7 @@ export async function deliverConversations(env: Env, options: DeliveryOptions, i
       while (ready.length > CLAIM_AHEAD / 2) await changed.wait();
       const group = todo.splice(0, CLAIM_AHEAD - ready.length);
       try {
-        ready.push(...(await claim(env.DB, group, options)));
+        ready.push(...(await claim(env, group, options)));
       } catch (err) {
         console.error(`claiming ${group.length} webhook calls failed:`, (err as Error).message);
         for (const id of [...group, ...todo.splice(0)]) failed.add(id);
@@ -270,11 +264,10 @@ export function attemptDelivery(env: Env, options: DeliveryOptions, row: Deliver
   return attempt(env, options, row, io, true);
 }
 
-/** A conversation with its event and endpoint, or null (also for a removed account's event). */
-export async function loadDeliveryRow(db: D1Database, conversationId: string): Promise<DeliveryRow | null> {
-  const row = await db
-    .prepare(`${DELIVERY_SELECT} WHERE c.id = ? AND ${visibleEvent('ev.')}`)
+/** A conversation with its event and endpoint, or null (also for a removed account's event); env.DB: its shard. */
+export async function loadDeliveryRow(env: Env, conversationId: string): Promise<DeliveryRow | null> {
+  const row = await env.DB.prepare(`${DELIVERY_SELECT} WHERE c.id = ? AND ${visibleEvent('ev.')}`)
     .bind(conversationId)
     .first<DeliveryRow>();
-  return row ? ((await completeDeliveryRows(db, [row]))[0] ?? null) : null;
+  return row ? ((await completeDeliveryRows(env, [row]))[0] ?? null) : null;
 }

@@ -1,14 +1,18 @@
 /**
  * Fan-out of outbox events: one conversation per enabled endpoint whose trigger_events include the
- * event's type and whose account_ids are empty or include the event's account. The conversations
- * and the events' `fanned_out_at` are written in one D1 batch (INSERT OR IGNORE on
- * UNIQUE(event_id, endpoint_id): a repeated message creates nothing twice). From then on the calls
- * live in D1 and no longer depend on the queue message: the sweep sends whatever stays due.
+ * event's type and whose account_ids are empty or include the event's account. Endpoints live in the
+ * directory (DB); an event and its conversations live in the event's mail shard (env.DB here). The
+ * conversations and the events' `fanned_out_at` are written in one D1 batch of that shard (INSERT OR
+ * IGNORE on UNIQUE(event_id, endpoint_id): a repeated message creates nothing twice). From then on
+ * the calls live in D1 and no longer depend on the queue message: the sweep sends whatever stays due.
+ * An endpoint paused or narrowed after it was read here is judged again just before each call
+ * (audience.ts), so a conversation made meanwhile is dropped, never called.
  */
 import type { Env } from '../env.ts';
 import { ROOM_LEFT } from '../events/outbox.ts';
 import { newId } from '../lib/ids.ts';
 import { chunks, PARAM_CHUNK, placeholders } from '../lib/sql.ts';
+import { directoryDb } from '../shards/registry.ts';
 import { iso } from '../lib/time.ts';
 import { WAITING_STATUSES } from './conversations.ts';
 import type { DeliveryOptions } from './schedule.ts';
@@ -52,7 +56,7 @@ export async function fanOut(
   }
   if (events.length < ids.length) console.warn(`webhook fan-out: ${ids.length - events.length} events no longer exist`);
   if (events.length === 0) return [];
-  const { results: endpointRows } = await db
+  const { results: endpointRows } = await directoryDb(env)
     .prepare('SELECT id, trigger_events_json, account_ids_json FROM webhook_endpoints WHERE enabled = 1')
     .all<EndpointFilter>();
   const endpoints = endpointRows.map((e) => ({
@@ -68,15 +72,13 @@ export async function fanOut(
       .filter((endpoint) => matches(endpoint, event))
       .map((endpoint) => [newId('conversation', now), endpoint.id, event.id, event.type]),
   );
-  // The endpoint is checked again as the row is written, so a pause in between creates nothing.
   const inserts = chunks(pairs, ROWS_PER_INSERT).map((part) =>
     db
       .prepare(
         `INSERT OR IGNORE INTO webhook_conversations
            (id, endpoint_id, event_id, event_type, status, attempts, next_attempt_at, created_at, updated_at)
-         SELECT v.column1, we.id, v.column3, v.column4, 'pending', 0, ?, ?, ?
-         FROM (VALUES ${part.map(() => '(?, ?, ?, ?)').join(', ')}) AS v
-         JOIN webhook_endpoints we ON we.id = v.column2 AND we.enabled = 1`,
+         SELECT v.column1, v.column2, v.column3, v.column4, 'pending', 0, ?, ?, ?
+         FROM (VALUES ${part.map(() => '(?, ?, ?, ?)').join(', ')}) AS v`,
       )
       .bind(now, created, created, ...part.flat()),
   );

@@ -16,7 +16,7 @@ import { pruneStatements } from '../events/feed.ts';
 import { dispatchEvents } from '../events/outbox.ts';
 import { QUEUE_BATCH } from '../lib/sql.ts';
 import { iso } from '../lib/time.ts';
-import { shards } from '../shards/registry.ts';
+import { shardEnv, shards, shardTag } from '../shards/registry.ts';
 import { trackingCleanup } from '../tracking/limits.ts';
 import { WAITING_STATUSES } from './conversations.ts';
 
@@ -51,9 +51,9 @@ async function enqueueDueRetries(env: Env, now: number): Promise<number> {
     .bind(now - RETRY_GRACE_MS, SWEEP_LIMIT)
     .all<{ id: string }>();
   for (let i = 0; i < results.length; i += QUEUE_BATCH) {
-    const messages = results
-      .slice(i, i + QUEUE_BATCH)
-      .map(({ id }): { body: WebhookQueueMessage } => ({ body: { kind: 'delivery', conversation_id: id } }));
+    const messages = results.slice(i, i + QUEUE_BATCH).map(({ id }): { body: WebhookQueueMessage } => ({
+      body: { kind: 'delivery', conversation_id: id, ...shardTag(env) },
+    }));
     try {
       await env.WEBHOOKS.sendBatch(messages);
     } catch (err) {
@@ -63,7 +63,8 @@ async function enqueueDueRetries(env: Env, now: number): Promise<number> {
   return results.length;
 }
 
-export async function runSweep(env: Env, now: number = Date.now()): Promise<SweepReport> {
+/** Events of env.DB's shard whose fan-out never committed, dispatched again (step 1). */
+async function redispatchUnsent(env: Env, now: number): Promise<number> {
   const { results: unsent } = await env.DB.prepare(
     `SELECT id FROM events
      WHERE fanned_out_at IS NULL AND created_at < ? AND (enqueued_at IS NULL OR enqueued_at < ?)
@@ -75,8 +76,18 @@ export async function runSweep(env: Env, now: number = Date.now()): Promise<Swee
     env,
     unsent.map((e) => e.id),
   );
+  return unsent.length;
+}
 
-  const retries = await enqueueDueRetries(env, now);
+export async function runSweep(env: Env, now: number = Date.now()): Promise<SweepReport> {
+  // Events and their calls live in each mail shard.
+  let unsent = 0;
+  let retries = 0;
+  for (const shard of shards(env)) {
+    const view = shardEnv(env, shard);
+    unsent += await redispatchUnsent(view, now);
+    retries += await enqueueDueRetries(view, now);
+  }
 
   const [keys, nonces] = await env.DB.batch([
     env.DB.prepare(
@@ -99,7 +110,7 @@ export async function runSweep(env: Env, now: number = Date.now()): Promise<Swee
     pruned += events!.meta.changes;
   }
   return {
-    events: unsent.length,
+    events: unsent,
     retries,
     idempotency_keys: keys!.meta.changes,
     expired,

@@ -3,7 +3,7 @@
 // hold for DB alone.
 import { runDurableObjectAlarm } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { fromBase64Url } from '../../../worker/lib/crypto.ts';
 import { shards } from '../../../worker/shards/registry.ts';
 import { api } from '../helpers.ts';
@@ -174,9 +174,16 @@ describe('removing an account on a shard', () => {
       expect(await countIn(shard.db, sql, account.id), `${shard.name}: ${sql}`).toBe(0);
       expect(await countIn(env.DB, sql, account.id), `DB: ${sql}`).toBe(0);
     }
-    const left = await env.DB.prepare('SELECT type FROM events WHERE account_id = ?')
-      .bind(account.id)
-      .all<{ type: string }>();
-    expect(left.results).toEqual([{ type: 'account.remove' }]);
+    // account.remove is the one row left of it, in DB, and goes out like any event: to the queue
+    // and its fan-out (waiting for it also lets the file end with no queue work in flight).
+    await vi.waitFor(
+      async () => {
+        const left = await env.DB.prepare('SELECT type, fanned_out_at FROM events WHERE account_id = ?')
+          .bind(account.id)
+          .all<{ type: string; fanned_out_at: string | null }>();
+        expect(left.results).toEqual([{ type: 'account.remove', fanned_out_at: expect.any(String) }]);
+      },
+      { timeout: 10_000 },
+    );
   }, 60_000);
 });

@@ -56,7 +56,7 @@ describe('webhooks over every shard', () => {
     // Each retry names the shard of its call.
     const retries = sent.map((s) => s.body);
     expect(retries).toHaveLength(all.length);
-    for (const [i, shard] of all.entries()) {
+    for (const shard of all) {
       const [held] = await conversationsIn(shard, endpoint.id);
       expect(retries).toContainEqual({ kind: 'delivery', conversation_id: held!.id, ...tag(shard) });
     }

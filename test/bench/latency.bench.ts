@@ -25,12 +25,14 @@
  * And what else ran: the gateway's event-loop delay (p50/p99/max, per 10 messages), and over a
  * window without mail (BENCH_LATENCY_IDLE_MS) what the idle accounts cost per minute: the gateway's
  * polls and calls to the Worker by call (its /metrics), the Worker's invocations by route, D1
- * statements, writing statements and rows written (the Worker's D1_METER totals). Each step and
+ * statements, writing statements and rows written (the Worker's D1_METER totals), and the CPU the
+ * machine's processes used by command name (the mail server, the gateway and workerd share it). Each step and
  * idle window is printed with the machine's load average. BENCH_LATENCY_GATEWAY_PROFILE=<folder>:
  * the gateway runs with `node --cpu-prof` and writes its CPU profile there when it stops.
  */
 import { createServer } from 'node:http';
 import { gatewayCommand } from '../../scripts/gateway-command.mjs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { deliver, openImap } from '../mailserver/client.ts';
 import { DEFAULT_USERS, startMailServer, type MailServer } from '../mailserver/mailserver.ts';
@@ -294,11 +296,47 @@ export async function run(): Promise<void> {
   }
 }
 
+/** CPU seconds used so far by each kind of process on the machine (its command name: node, workerd, imap, …). */
+function cpuByCommand(): Map<string, number> {
+  const ticks = 100; // USER_HZ on Linux
+  const used = new Map<string, number>();
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    const command = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime and stime: fields 14 and 15 of the stat line (11 and 12 after the command).
+    const seconds = (Number(fields[11]) + Number(fields[12])) / ticks;
+    used.set(command, (used.get(command) ?? 0) + seconds);
+  }
+  return used;
+}
+
+/** The processes that used the most CPU between two `cpuByCommand` readings, in % of one core. */
+function topCpu(before: Map<string, number>, after: Map<string, number>, ms: number): string {
+  return [...after.entries()]
+    .map(([command, seconds]) => [command, ((seconds - (before.get(command) ?? 0)) * 100_000) / ms] as const)
+    .filter(([, percent]) => percent >= 1)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 6)
+    .map(([command, percent]) => `${command} ${percent.toFixed(0)} %`)
+    .join(', ');
+}
+
 /** What the accounts cost while no mail arrives: IDLE_MS measured, printed per minute. */
 async function reportIdle(metricsPort: number, meter: () => MeterTotals): Promise<void> {
-  const before = { metrics: await scrape(metricsPort), meter: structuredClone(meter()), at: now() };
+  const before = {
+    metrics: await scrape(metricsPort),
+    meter: structuredClone(meter()),
+    at: now(),
+    cpu: cpuByCommand(),
+  };
   await new Promise((r) => setTimeout(r, IDLE_MS));
-  const after = { metrics: await scrape(metricsPort), meter: structuredClone(meter()), at: now() };
+  const after = { metrics: await scrape(metricsPort), meter: structuredClone(meter()), at: now(), cpu: cpuByCommand() };
   const minutes = (after.at - before.at) / 60_000;
   const per = (v: number) => (v / minutes).toFixed(0);
   const delta = (name: string) => (after.metrics.get(name) ?? 0) - (before.metrics.get(name) ?? 0);
@@ -326,4 +364,5 @@ async function reportIdle(metricsPort: number, meter: () => MeterTotals): Promis
   console.log(
     `  D1: ${per(after.meter.statements - before.meter.statements)} statements, ${per(after.meter.writes - before.meter.writes)} writing, ${per(after.meter.rows_written - before.meter.rows_written)} rows written`,
   );
+  console.log(`  CPU by process (% of one core): ${topCpu(before.cpu, after.cpu, after.at - before.at)}`);
 }

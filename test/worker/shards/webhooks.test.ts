@@ -35,8 +35,7 @@ const conversationsIn = async (shard: Shard, endpointId: string) =>
 
 describe('webhooks over every shard', () => {
   it('fans out and calls each event from its shard; lists, re-sends and drops the calls wherever they are', async () => {
-    const accounts = [];
-    for (const shard of all) accounts.push(await readAccount(undefined, { shard: shard.name }));
+    const accounts = await Promise.all(all.map((shard) => readAccount(undefined, { shard: shard.name })));
     const endpoint = await createEndpoint({ account_ids: accounts.map((a) => a.id) });
     const events = await Promise.all(all.map((shard, i) => eventIn(shard, accounts[i]!.id)));
     let clock = Date.now();

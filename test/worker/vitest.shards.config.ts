@@ -8,8 +8,5 @@ import { workerProject } from './project.ts';
 export default workerProject({
   name: 'worker-shards',
   shards: 3,
-  include: [
-    'test/worker/shards/**/*.test.ts',
-    'test/worker/webhooks.test.ts',
-  ],
+  include: ['test/worker/shards/**/*.test.ts', 'test/worker/webhooks.test.ts'],
 });

@@ -14,17 +14,15 @@ import type {
   FolderInfo,
   OrphanState,
 } from '../../common/relay.ts';
-import { deleteAccountRow, purgeStep } from '../accounts/purge.ts';
 import { recordSkippedMessage, writeAccountStatus } from '../accounts/status.ts';
 import type { Env } from '../env.ts';
 import { meterCall, meteredEnv } from '../lib/d1-meter.ts';
 import { dispatchEvents, type OutboxEvent } from '../events/outbox.ts';
-import { releaseStaged } from '../emails/blobs.ts';
 import { ChangeApplier } from '../sync/apply.ts';
 import { writeResult } from '../sync/commit.ts';
 import { InitialSync } from '../sync/initial-sync.ts';
-import { departuresStep, hasDepartures } from '../sync/departures.ts';
-import { deleteOrphansUpTo, evidenceReach, hasOrphans, ORPHAN_STEP } from '../sync/orphans.ts';
+import { hasDepartures } from '../sync/departures.ts';
+import { hasOrphans } from '../sync/orphans.ts';
 import { preparedByMessage, type Prepared } from '../sync/prepare.ts';
 import { runChanges } from '../sync/run-changes.ts';
 import type { ChangeResult } from '../sync/state.ts';
@@ -36,6 +34,7 @@ import type { FolderRequest } from '../commands/folders.ts';
 import { notFound } from '../lib/errors.ts';
 import { AccountStore } from './account-store.ts';
 import { accountShard, bindAccountShard, directoryEnv } from '../shards/registry.ts';
+import { runAlarm } from './housekeeping.ts';
 import { MailboxActions } from './mailbox-actions.ts';
 import { type Admission, SendQueue, type SendRequest } from './send-queue.ts';
 import { type CancelResult, type Schedule, Schedules } from './schedules.ts';
@@ -50,8 +49,6 @@ export interface AppliedChanges {
 }
 /** Meta key: the lease holder that reported the account running since its lease was granted (it can send). */
 const READY_HOLDER = 'ready_holder';
-/** A part of the alarm that failed is tried again this much later. */
-const ALARM_RETRY_MS = 30_000;
 
 export interface AccountInit {
   account_id: string;
@@ -195,16 +192,6 @@ export class AccountObject extends DurableObject<Env> {
     });
   }
 
-  /** One step of a removed account's purge; the next follows at once, until the row goes. */
-  private async purgeStep(accountId: string): Promise<void> {
-    if (!(await purgeStep(this.env, accountId))) {
-      await this.ctx.storage.setAlarm(Date.now());
-      return;
-    }
-    const event = await deleteAccountRow(this.env, accountId);
-    if (event) this.dispatch([event], directoryEnv(this.env));
-  }
-
   // ------------------------------------------------------------------ leases
 
   currentLease(): Lease | null {
@@ -344,62 +331,19 @@ export class AccountObject extends DurableObject<Env> {
       );
   }
 
-  /**
-   * A bounded step per alarm: of a removed account's purge, else of the orphans the evidence covers
-   * (sync/orphans.ts), deleted with email.delete, and of the staged sources whose grace ran out; then
-   * the scheduled sends whose time came. The one alarm is set at the earliest of all of them.
-   */
+  /** One bounded step of the account's housekeeping, then its due scheduled sends (durable/housekeeping.ts). */
   override async alarm(): Promise<void> {
-    // Each part fails on its own: a failing one is tried again soon, and the others (the scheduled
-    // sends above all) still run; the next alarm is always set (a thrown alarm is retried a few
-    // times, then dropped).
-    let retry: number | null = null;
-    const step = await this.serialize(() => this.housekeeping()).catch((err: unknown) => {
-      console.error('account alarm: housekeeping failed:', err instanceof Error ? err.message : err);
-      retry = Date.now() + ALARM_RETRY_MS;
-      return { removed: false, more: false };
+    await runAlarm({
+      env: this.env,
+      store: this.store,
+      staged: this.staged,
+      schedules: this.schedules,
+      sendPath: () => this.actions.sendPath(),
+      onChangeChain: (work) => this.serialize(work),
+      commit: (result) => this.commit(result),
+      dispatch: (events, env) => this.dispatch(events, env),
+      setAlarm: (at) => this.ctx.storage.setAlarm(at),
     });
-    if (step === null || step.removed) return;
-    // Scheduled sends start outside the change chain: their sends run on the command chain.
-    await this.schedules.runDue(this.actions.sendPath()).catch((err: unknown) => {
-      console.error('account alarm: scheduled sends failed:', err instanceof Error ? err.message : err);
-      retry = Date.now() + ALARM_RETRY_MS;
-    });
-    const next = [step.more ? Date.now() : null, retry, this.staged.next(), this.schedules.next()].filter(
-      (t) => t !== null,
-    );
-    if (next.length) await this.ctx.storage.setAlarm(Math.max(Math.min(...next), Date.now()));
-  }
-
-  /**
-   * The alarm's bounded step on the change chain: the purge of a removed account, else departures,
-   * orphans and staged sources.
-   */
-  private async housekeeping(): Promise<{ removed: boolean; more: boolean } | null> {
-    const accountId = this.store.meta('account_id');
-    if (!accountId) return null;
-    if (this.store.meta('removed') === '1') {
-      await this.purgeStep(accountId);
-      return { removed: true, more: false };
-    }
-    const now = Date.now();
-    const departures = await departuresStep(this.env, this.store.accountContext(), this.store.loadCursors());
-    await this.commit(departures.result);
-    let more = departures.more;
-    if (this.store.orphansWaiting()) {
-      const reach = evidenceReach(this.store.loadCursors().values(), this.store.listedMark());
-      const deleted = await deleteOrphansUpTo(this.env, accountId, reach, (keys) => this.staged.defer(keys, now));
-      this.dispatch(deleted);
-      const moreOrphans = deleted.length >= ORPHAN_STEP;
-      more ||= moreOrphans;
-      if (!moreOrphans) this.store.setOrphansWaiting(await hasOrphans(this.env, accountId));
-    }
-    const releases = this.staged.due(now);
-    if (releases.length) {
-      await releaseStaged(this.env, releases);
-      this.staged.done(releases.map((r) => r.key));
-    }
-    return { removed: false, more };
   }
 
   // ------------------------------------------------------------------ commands

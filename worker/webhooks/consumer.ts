@@ -14,6 +14,7 @@ import type { Env, WebhookQueueMessage } from '../env.ts';
 import { chunks, QUEUE_BATCH } from '../lib/sql.ts';
 import { DIRECTORY_SHARD, shardByName, shardEnv, shardTag } from '../shards/registry.ts';
 import { deliverConversations } from './delivery.ts';
+import { type EnabledEndpoint, enabledEndpoints } from './endpoints.ts';
 import { fanOut } from './fanout.ts';
 import { type DeliveryOptions, deliveryOptions } from './schedule.ts';
 
@@ -67,15 +68,21 @@ export async function handleWebhookBatch(
       message.ack();
     }
   }
+  const endpoints = enabledEndpoints(env);
   let budget = MAX_CALLS_PER_INVOCATION;
-  for (const shardWork of work.values()) budget -= await handleShardWork(shardWork, options, budget);
+  for (const shardWork of work.values()) budget -= await handleShardWork(shardWork, options, endpoints, budget);
 }
 
 const retry = (message: Message<WebhookQueueMessage>) =>
   message.retry({ delaySeconds: messageRetryDelay(message.attempts) });
 
 /** Fans out and calls one shard's share, making at most `budget` calls; returns the calls made. */
-async function handleShardWork({ env, events, deliveries }: ShardWork, options: DeliveryOptions, budget: number) {
+async function handleShardWork(
+  { env, events, deliveries }: ShardWork,
+  options: DeliveryOptions,
+  endpoints: () => Promise<Map<string, EnabledEndpoint>>,
+  budget: number,
+) {
   let fanned: { id: string; event_id: string }[] = [];
   let fanOutFailed = false;
   try {
@@ -83,6 +90,7 @@ async function handleShardWork({ env, events, deliveries }: ShardWork, options: 
       env,
       options,
       events.map((m) => m.body.event_id),
+      endpoints,
     );
   } catch (err) {
     console.error(`webhook fan-out of ${events.length} events failed:`, (err as Error).message);
@@ -91,7 +99,7 @@ async function handleShardWork({ env, events, deliveries }: ShardWork, options: 
   const ids = [...new Set([...fanned.map((f) => f.id), ...deliveries.map((m) => m.body.conversation_id)])];
   const now = ids.slice(0, Math.max(0, budget));
   await requeue(env, ids.slice(now.length));
-  const failed = await deliverConversations(env, options, now);
+  const failed = await deliverConversations(env, options, now, endpoints);
   const failedEvents = new Set(fanned.filter((f) => failed.has(f.id)).map((f) => f.event_id));
   for (const message of events) {
     if (fanOutFailed || failedEvents.has(message.body.event_id)) retry(message);

@@ -13,6 +13,7 @@ import { chunks, placeholders } from '../lib/sql.ts';
 import { isoNow } from '../lib/time.ts';
 import { visibleEvent } from '../events/feed.ts';
 import { directoryDb, isSharded } from '../shards/registry.ts';
+import type { EnabledEndpoint } from './endpoints.ts';
 import { keyOrder, onEveryShard } from '../shards/spread.ts';
 
 export type ConversationStatus = 'pending' | 'retrying' | 'delivered' | 'failed' | 'dropped';
@@ -60,30 +61,43 @@ export const DELIVERY_SELECT = `SELECT c.id, c.endpoint_id, c.event_id, c.event_
 
 type ConversationRow = Omit<DeliveryRow, 'url' | 'headers_json' | 'endpoint_secret' | 'endpoint_enabled'>;
 
-/**
- * Rows read with DELIVERY_SELECT from env.DB (a mail shard), with their endpoint as the directory
- * has it and their event data as it was made (emails/event-data.ts). A row whose endpoint is gone is
- * left out.
- */
-export async function completeDeliveryRows(env: Env, rows: ConversationRow[]): Promise<DeliveryRow[]> {
-  const endpointIds = [...new Set(rows.map((r) => r.endpoint_id))];
-  const endpoints = new Map<
-    string,
-    Pick<DeliveryRow, 'url' | 'headers_json' | 'endpoint_secret' | 'endpoint_enabled'>
-  >();
-  for (const part of chunks(endpointIds)) {
+type EndpointColumns = Pick<DeliveryRow, 'url' | 'headers_json' | 'endpoint_secret' | 'endpoint_enabled'>;
+
+/** The endpoints named, as the directory has them now. */
+async function endpointsByIds(env: Env, ids: string[]): Promise<Map<string, EndpointColumns>> {
+  const found = new Map<string, EndpointColumns>();
+  for (const part of chunks(ids)) {
     const { results } = await directoryDb(env)
       .prepare(
         `SELECT id, url, headers_json, secret AS endpoint_secret, enabled AS endpoint_enabled FROM webhook_endpoints
          WHERE id IN (${placeholders(part.length)})`,
       )
       .bind(...part)
-      .all<{ id: string; url: string; headers_json: string; endpoint_secret: string; endpoint_enabled: number }>();
-    for (const { id, ...endpoint } of results) endpoints.set(id, endpoint);
+      .all<EndpointColumns & { id: string }>();
+    for (const { id, ...endpoint } of results) found.set(id, endpoint);
   }
+  return found;
+}
+
+/**
+ * Rows read with DELIVERY_SELECT from env.DB (a mail shard), with their endpoint and their event
+ * data as it was made (emails/event-data.ts). The endpoints come from `enabled` (the consumer's
+ * reading of the enabled ones) or else from the directory. A row whose endpoint is not found is left
+ * out.
+ */
+export async function completeDeliveryRows(
+  env: Env,
+  rows: ConversationRow[],
+  enabled?: Map<string, EnabledEndpoint>,
+): Promise<DeliveryRow[]> {
+  const endpoints: Map<string, EndpointColumns> = enabled
+    ? new Map([...enabled].map(([id, e]) => [id, { ...e, endpoint_enabled: 1 }]))
+    : await endpointsByIds(env, [...new Set(rows.map((r) => r.endpoint_id))]);
   const joined = rows.flatMap((row) => {
     const endpoint = endpoints.get(row.endpoint_id);
-    return endpoint ? [{ ...row, ...endpoint }] : [];
+    if (!endpoint) return [];
+    const { url, headers_json, endpoint_secret, endpoint_enabled } = endpoint;
+    return [{ ...row, url, headers_json, endpoint_secret, endpoint_enabled }];
   });
   return completeEmailEvents(env.DB, joined, 'event_data_json');
 }

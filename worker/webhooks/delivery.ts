@@ -18,6 +18,7 @@ import { iso } from '../lib/time.ts';
 import { shardTag } from '../shards/registry.ts';
 import { currentEndpoint, NO_LONGER_WANTED } from './audience.ts';
 import { makeCall, type Outcome, type SecretCache } from './call.ts';
+import type { EnabledEndpoint } from './endpoints.ts';
 import {
   completeDeliveryRows,
   DELIVERY_SELECT,
@@ -48,10 +49,15 @@ type Updated = Pick<
 
 /**
  * Claims the due calls among `ids` (counting their attempt) and reads them back, in one D1 batch of
- * env.DB's shard. A claimed call whose endpoint is gone or paused is dropped at once (its attempt
- * taken back). Returns the claimed rows still wanted.
+ * env.DB's shard. A claimed call whose endpoint is not among the `enabled` ones (gone or paused) is
+ * dropped at once (its attempt taken back). Returns the claimed rows still wanted.
  */
-async function claim(env: Env, ids: string[], options: DeliveryOptions): Promise<DeliveryRow[]> {
+async function claim(
+  env: Env,
+  ids: string[],
+  options: DeliveryOptions,
+  enabled: Map<string, EnabledEndpoint>,
+): Promise<DeliveryRow[]> {
   const db = env.DB;
   const now = options.now();
   const lease = now + leaseMs(options);
@@ -68,7 +74,7 @@ async function claim(env: Env, ids: string[], options: DeliveryOptions): Promise
   ]);
   const claimed = new Set(claimedIds!.results.map((r) => r.id));
   const rows = (read!.results as unknown as DeliveryRow[]).filter((r) => claimed.has(r.id));
-  const wanted = (await completeDeliveryRows(env, rows)).filter((r) => r.endpoint_enabled === 1);
+  const wanted = await completeDeliveryRows(env, rows, enabled);
   const unwanted = rows.filter((r) => !wanted.some((w) => w.id === r.id));
   if (unwanted.length) await db.batch(unwanted.map((row) => dropStatement(db, options, row, false)));
   return wanted;
@@ -217,7 +223,12 @@ class Signal {
  * database error): the caller has the queue retry their messages, and the sweep re-sends whatever a
  * lease still holds.
  */
-export async function deliverConversations(env: Env, options: DeliveryOptions, ids: string[]): Promise<Set<string>> {
+export async function deliverConversations(
+  env: Env,
+  options: DeliveryOptions,
+  ids: string[],
+  readEndpoints: () => Promise<Map<string, EnabledEndpoint>>,
+): Promise<Set<string>> {
   const failed = new Set<string>();
   const todo = [...new Set(ids)];
   const ready: DeliveryRow[] = [];
@@ -231,7 +242,7 @@ export async function deliverConversations(env: Env, options: DeliveryOptions, i
       while (ready.length > CLAIM_AHEAD / 2) await changed.wait();
       const group = todo.splice(0, CLAIM_AHEAD - ready.length);
       try {
-        ready.push(...(await claim(env, group, options)));
+        ready.push(...(await claim(env, group, options, await readEndpoints())));
       } catch (err) {
         console.error(`claiming ${group.length} webhook calls failed:`, (err as Error).message);
         for (const id of [...group, ...todo.splice(0)]) failed.add(id);

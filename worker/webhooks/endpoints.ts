@@ -6,7 +6,9 @@ import { EVENT_TYPES, type EventType } from '../events/types.ts';
 import type { WebhookEndpoint } from '../schemas/webhooks.ts';
 import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
+import type { Env } from '../env.ts';
 import { placeholders } from '../lib/sql.ts';
+import { directoryDb } from '../shards/registry.ts';
 import { anyCase, singleLine } from '../lib/validation.ts';
 import { openEndpointSecret } from './signing.ts';
 import { webhookUrlProblem } from './url.ts';
@@ -22,6 +24,31 @@ export interface EndpointRow {
   enabled: number;
   created_at: string;
   updated_at: string;
+}
+
+/** What the consumer needs of an enabled endpoint: its filters, and what a call is made with. */
+export type EnabledEndpoint = Pick<
+  EndpointRow,
+  'id' | 'url' | 'headers_json' | 'trigger_events_json' | 'account_ids_json'
+> & {
+  endpoint_secret: string; // sealed
+};
+
+/**
+ * The enabled endpoints, read from the directory at most once per consumer invocation (a workspace
+ * has a few): fan-out matches events with them and claims take each call's URL, headers and secret
+ * from them. Whether an endpoint still wants a call is read again just before the call (audience.ts).
+ */
+export function enabledEndpoints(env: Env): () => Promise<Map<string, EnabledEndpoint>> {
+  let read: Promise<Map<string, EnabledEndpoint>> | null = null;
+  return () =>
+    (read ??= directoryDb(env)
+      .prepare(
+        `SELECT id, url, headers_json, trigger_events_json, account_ids_json, secret AS endpoint_secret
+         FROM webhook_endpoints WHERE enabled = 1`,
+      )
+      .all<EnabledEndpoint>()
+      .then(({ results }) => new Map(results.map((e) => [e.id, e]))));
 }
 
 export interface EndpointHeader {

@@ -12,21 +12,15 @@ import type { Env } from '../env.ts';
 import { ROOM_LEFT } from '../events/outbox.ts';
 import { newId } from '../lib/ids.ts';
 import { chunks, PARAM_CHUNK, placeholders } from '../lib/sql.ts';
-import { directoryDb } from '../shards/registry.ts';
 import { iso } from '../lib/time.ts';
 import { WAITING_STATUSES } from './conversations.ts';
+import type { EnabledEndpoint } from './endpoints.ts';
 import type { DeliveryOptions } from './schedule.ts';
 
 interface EventRow {
   id: string;
   type: string;
   account_id: string | null;
-}
-
-interface EndpointFilter {
-  id: string;
-  trigger_events_json: string;
-  account_ids_json: string;
 }
 
 /** Conversations per INSERT: four bound values each, plus three shared ones, within D1's 100. */
@@ -42,6 +36,7 @@ export async function fanOut(
   env: Env,
   options: DeliveryOptions,
   eventIds: string[],
+  readEndpoints: () => Promise<Map<string, EnabledEndpoint>>,
 ): Promise<{ id: string; event_id: string }[]> {
   const ids = [...new Set(eventIds)];
   if (ids.length === 0) return [];
@@ -56,10 +51,7 @@ export async function fanOut(
   }
   if (events.length < ids.length) console.warn(`webhook fan-out: ${ids.length - events.length} events no longer exist`);
   if (events.length === 0) return [];
-  const { results: endpointRows } = await directoryDb(env)
-    .prepare('SELECT id, trigger_events_json, account_ids_json FROM webhook_endpoints WHERE enabled = 1')
-    .all<EndpointFilter>();
-  const endpoints = endpointRows.map((e) => ({
+  const endpoints = [...(await readEndpoints()).values()].map((e) => ({
     id: e.id,
     triggers: new Set(JSON.parse(e.trigger_events_json) as string[]),
     accounts: new Set(JSON.parse(e.account_ids_json) as string[]),

@@ -8,8 +8,13 @@ import { newId, parseId } from '../lib/ids.ts';
 import { offsetList, offsetPaging } from '../lib/paging.ts';
 import { isoNow } from '../lib/time.ts';
 import { parseJsonBody, parseQuery } from '../lib/validation.ts';
-import { findInShards, onEveryShard } from '../shards/spread.ts';
-import { dropWaitingStatement, listConversations, presentConversation } from '../webhooks/conversations.ts';
+import { findInShards } from '../shards/spread.ts';
+import {
+  dropOnEveryShard,
+  dropWaitingStatement,
+  listConversations,
+  presentConversation,
+} from '../webhooks/conversations.ts';
 import { dropUnwantedStatement, NO_LONGER_WANTED } from '../webhooks/audience.ts';
 import { attemptDelivery, loadDeliveryRow } from '../webhooks/delivery.ts';
 import { deliveryOptions } from '../webhooks/schedule.ts';
@@ -78,13 +83,10 @@ export const webhooks = new Hono<AppEnv>()
       .bind(...Object.values(columns), current.id)
       .first<EndpointRow>();
     if (!row) throw notFound('Webhook endpoint');
-    // Pausing, or narrowing what it takes, drops the waiting calls it no longer wants in every shard;
-    // a call claimed meanwhile checks the endpoint again just before it is made (webhooks/audience.ts).
-    const dropped = await onEveryShard(
-      c.env,
-      async (env) => (await dropUnwantedStatement(env.DB, row, Date.now()).run()).meta.changes,
-    );
-    const total = dropped.reduce((a, b) => a + b, 0);
+    // Pausing, or narrowing what it takes, drops the waiting calls made before it that it no longer
+    // wants, in every shard; any call checks the endpoint again just before it is made (audience.ts).
+    const changedAt = Date.parse(row.updated_at);
+    const total = await dropOnEveryShard(c.env, row.id, (db) => dropUnwantedStatement(db, row, changedAt));
     if (total > 0) console.log(`webhook endpoint ${current.id} changed: ${total} waiting calls ${NO_LONGER_WANTED}`);
     return c.json(await presentEndpoint(row, secretKeys(c.env)));
   })
@@ -94,7 +96,7 @@ export const webhooks = new Hono<AppEnv>()
     const deleted = await c.env.DB.prepare('DELETE FROM webhook_endpoints WHERE id = ?').bind(id).run();
     if (deleted.meta.changes === 0) throw notFound('Webhook endpoint');
     // From here no call to it is made (each checks the directory first); its waiting calls show dropped.
-    await onEveryShard(c.env, (env) => dropWaitingStatement(env.DB, id).run());
+    await dropOnEveryShard(c.env, id, (db) => dropWaitingStatement(db, id));
     return c.json({ success: true });
   })
   .get('/conversations', async (c) => {

@@ -56,27 +56,28 @@ export function currentEndpoint(
 }
 
 /**
- * Drops the waiting calls in `db` (one mail shard) that `endpoint`, as it now is, no longer wants
- * (after its filters changed); run on every shard.
+ * Drops the waiting calls in `db` (one mail shard) made before `changedAt` that `endpoint`, as
+ * changed then, no longer wants; run on every shard after the change. Calls made since are judged by
+ * the endpoint as it is when they are made (a later change may want them again).
  */
 export function dropUnwantedStatement(
   db: D1Database,
   endpoint: { id: string; enabled: number; trigger_events_json: string; account_ids_json: string },
-  now: number,
+  changedAt: number,
 ): D1PreparedStatement {
   const filters = { enabled: '?4', triggers: '?5', accounts: '?6' };
   return db
     .prepare(
       dropWaitingSql(
         'last_error = ?1, updated_at = ?2',
-        `endpoint_id = ?3 AND NOT EXISTS (
+        `endpoint_id = ?3 AND created_at <= ?2 AND NOT EXISTS (
            SELECT 1 FROM events ev WHERE ev.id = webhook_conversations.event_id
              AND ${endpointWants(filters, 'webhook_conversations.event_type', 'ev.account_id')})`,
       ),
     )
     .bind(
       NO_LONGER_WANTED,
-      iso(now),
+      iso(changedAt),
       endpoint.id,
       endpoint.enabled,
       endpoint.trigger_events_json,

@@ -13,7 +13,7 @@
 import type { Env, WebhookQueueMessage } from '../env.ts';
 import { chunks, QUEUE_BATCH } from '../lib/sql.ts';
 import { DIRECTORY_SHARD, shardByName, shardEnv, shardTag } from '../shards/registry.ts';
-import { deliverConversations } from './delivery.ts';
+import { deliverConversations, type ShardCalls } from './delivery.ts';
 import { type EnabledEndpoint, enabledEndpoints } from './endpoints.ts';
 import { fanOut } from './fanout.ts';
 import { type DeliveryOptions, deliveryOptions } from './schedule.ts';
@@ -63,30 +63,55 @@ export async function handleWebhookBatch(
     const shardWork = body?.kind === 'event' || body?.kind === 'delivery' ? workOf(body.shard) : null;
     if (body?.kind === 'event' && shardWork) shardWork.events.push(message as EventMessage);
     else if (body?.kind === 'delivery' && shardWork) shardWork.deliveries.push(message as DeliveryMessage);
-    else {
-      console.error(`dropping webhook queue message ${JSON.stringify(body).slice(0, 200)}`);
+    else if (body?.kind === 'event' || body?.kind === 'delivery') {
+      // A binding missing in this version (a deploy under way): the queue tries again later, and
+      // the sweep of a version that binds it sends whatever is left.
+      retry(message);
+    } else {
+      console.error(`dropping unknown webhook queue message ${JSON.stringify(body).slice(0, 200)}`);
       message.ack();
     }
   }
   const endpoints = enabledEndpoints(env);
+  // Every shard's events are fanned out first; then all their calls share one pool.
+  const fanned = new Map<ShardWork, { id: string; event_id: string }[] | null>();
+  for (const shardWork of work.values()) fanned.set(shardWork, await fanOutShard(shardWork, options, endpoints));
   let budget = MAX_CALLS_PER_INVOCATION;
-  for (const shardWork of work.values()) budget -= await handleShardWork(shardWork, options, endpoints, budget);
+  const calls: ShardCalls[] = [];
+  for (const [shardWork, made] of fanned) {
+    const ids = [
+      ...new Set([...(made ?? []).map((f) => f.id), ...shardWork.deliveries.map((m) => m.body.conversation_id)]),
+    ];
+    const now = ids.slice(0, Math.max(0, budget));
+    budget -= now.length;
+    await requeue(shardWork.env, ids.slice(now.length));
+    calls.push({ env: shardWork.env, ids: now });
+  }
+  const failed = await deliverConversations(calls, options, endpoints);
+  for (const [{ events, deliveries }, made] of fanned) {
+    const failedEvents = new Set((made ?? []).filter((f) => failed.has(f.id)).map((f) => f.event_id));
+    for (const message of events) {
+      if (made === null || failedEvents.has(message.body.event_id)) retry(message);
+      else message.ack();
+    }
+    for (const message of deliveries) {
+      if (failed.has(message.body.conversation_id)) retry(message);
+      else message.ack();
+    }
+  }
 }
 
 const retry = (message: Message<WebhookQueueMessage>) =>
   message.retry({ delaySeconds: messageRetryDelay(message.attempts) });
 
-/** Fans out and calls one shard's share, making at most `budget` calls; returns the calls made. */
-async function handleShardWork(
-  { env, events, deliveries }: ShardWork,
+/** Fans out one shard's events: their calls still waiting, or null when the fan-out failed. */
+async function fanOutShard(
+  { env, events }: ShardWork,
   options: DeliveryOptions,
   endpoints: () => Promise<Map<string, EnabledEndpoint>>,
-  budget: number,
-) {
-  let fanned: { id: string; event_id: string }[] = [];
-  let fanOutFailed = false;
+): Promise<{ id: string; event_id: string }[] | null> {
   try {
-    fanned = await fanOut(
+    return await fanOut(
       env,
       options,
       events.map((m) => m.body.event_id),
@@ -94,22 +119,8 @@ async function handleShardWork(
     );
   } catch (err) {
     console.error(`webhook fan-out of ${events.length} events failed:`, (err as Error).message);
-    fanOutFailed = true;
+    return null;
   }
-  const ids = [...new Set([...fanned.map((f) => f.id), ...deliveries.map((m) => m.body.conversation_id)])];
-  const now = ids.slice(0, Math.max(0, budget));
-  await requeue(env, ids.slice(now.length));
-  const failed = await deliverConversations(env, options, now, endpoints);
-  const failedEvents = new Set(fanned.filter((f) => failed.has(f.id)).map((f) => f.event_id));
-  for (const message of events) {
-    if (fanOutFailed || failedEvents.has(message.body.event_id)) retry(message);
-    else message.ack();
-  }
-  for (const message of deliveries) {
-    if (failed.has(message.body.conversation_id)) retry(message);
-    else message.ack();
-  }
-  return now.length;
 }
 
 /** Calls left for another invocation. They are waiting and due in D1, so if this fails the sweep sends them. */

@@ -10,6 +10,7 @@ import { completeEmailEvents } from '../emails/event-data.ts';
 import { type Envelope, eventEnvelope } from '../events/envelope.ts';
 import type { Env } from '../env.ts';
 import { chunks, placeholders } from '../lib/sql.ts';
+import { invalid } from '../lib/errors.ts';
 import { isoNow } from '../lib/time.ts';
 import { visibleEvent } from '../events/feed.ts';
 import { directoryDb, isSharded } from '../shards/registry.ts';
@@ -102,6 +103,9 @@ export async function completeDeliveryRows(
   return completeEmailEvents(env.DB, joined, 'event_data_json');
 }
 
+/** How deep an offset page of calls may start with several shards: each shard reads that many keys first. */
+export const MAX_SHARDED_OFFSET = 10_000;
+
 /** The calls of one endpoint (of one event, if given), newest first: an offset page over every shard. */
 export async function listConversations(
   env: Env,
@@ -119,6 +123,10 @@ export async function listConversations(
     return completeDeliveryRows(env, results);
   }
   // The page's keys first (each shard's first offset + limit + 1, merged), then its rows where they are.
+  if (offset > MAX_SHARDED_OFFSET)
+    throw invalid(
+      `offset: at most ${MAX_SHARDED_OFFSET} in a workspace with several mail databases; narrow the list with event_id`,
+    );
   const newestFirst = keyOrder((r: { created_at: string; id: string }) => [r.created_at, r.id], [true, true]);
   const keys = await onEveryShard(env, async (shardEnv) => {
     const { results } = await shardEnv.DB.prepare(
@@ -135,9 +143,10 @@ export async function listConversations(
     .slice(offset, offset + limit + 1);
   const rows: DeliveryRow[] = [];
   for (const shardEnv of new Set(page.map((k) => k.env))) {
-    const ids = page.filter((k) => k.env === shardEnv).map((k) => k.id);
-    const { results } = await shardEnv.DB.prepare(`${DELIVERY_SELECT} WHERE c.id IN (${placeholders(ids.length)})`)
-      .bind(...ids)
+    // Up to limit + 1 ids: one bound JSON array, within D1's 100 bound values.
+    const ids = JSON.stringify(page.filter((k) => k.env === shardEnv).map((k) => k.id));
+    const { results } = await shardEnv.DB.prepare(`${DELIVERY_SELECT} WHERE c.id IN (SELECT value FROM json_each(?))`)
+      .bind(ids)
       .all<ConversationRow>();
     rows.push(...(await completeDeliveryRows(shardEnv, results)));
   }
@@ -178,4 +187,26 @@ export function presentConversation(row: DeliveryRow) {
 /** Pausing or deleting an endpoint drops its waiting calls: they are never sent later. */
 export function dropWaitingStatement(db: D1Database, endpointId: string): D1PreparedStatement {
   return db.prepare(dropWaitingSql('updated_at = ?', 'endpoint_id = ?')).bind(isoNow(), endpointId);
+}
+
+/**
+ * Runs an endpoint change's drop of waiting calls on every shard. The change itself is made (in the
+ * directory) and every call checks the endpoint just before it is made, so a shard that fails here
+ * only keeps showing its calls waiting until they are dropped then: logged, not thrown.
+ */
+export async function dropOnEveryShard(
+  env: Env,
+  endpointId: string,
+  drop: (db: D1Database) => D1PreparedStatement,
+): Promise<number> {
+  const dropped = await onEveryShard(env, (shardEnv, shard) =>
+    drop(shardEnv.DB)
+      .run()
+      .then((r) => r.meta.changes)
+      .catch((err: unknown) => {
+        console.error(`dropping waiting calls of ${endpointId} in ${shard.name} failed:`, (err as Error).message);
+        return 0;
+      }),
+  );
+  return dropped.reduce((a, b) => a + b, 0);
 }

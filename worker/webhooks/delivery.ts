@@ -48,9 +48,9 @@ type Updated = Pick<
 >;
 
 /**
- * Claims the due calls among `ids` (counting their attempt) and reads them back, in one D1 batch of
- * env.DB's shard. A claimed call whose endpoint is not among the `enabled` ones (gone or paused) is
- * dropped at once (its attempt taken back). Returns the claimed rows still wanted.
+ * One D1 batch of env.DB's shard that drops the calls among `ids` whose endpoint is not among the
+ * `enabled` ones (paused or gone: no attempt counted), claims the due ones (counting their attempt)
+ * and reads them back. Returns the claimed rows, with their endpoints.
  */
 async function claim(
   env: Env,
@@ -62,7 +62,12 @@ async function claim(
   const now = options.now();
   const lease = now + leaseMs(options);
   const list = placeholders(ids.length);
-  const [claimedIds, read] = await db.batch<{ id: string }>([
+  const [, claimedIds, read] = await db.batch<{ id: string }>([
+    db
+      .prepare(
+        dropWaitingSql('updated_at = ?', `id IN (${list}) AND endpoint_id NOT IN (SELECT value FROM json_each(?))`),
+      )
+      .bind(iso(now), ...ids, JSON.stringify([...enabled.keys()])),
     db
       .prepare(
         `UPDATE webhook_conversations SET next_attempt_at = ?, attempts = attempts + 1, last_status_code = NULL,
@@ -74,10 +79,7 @@ async function claim(
   ]);
   const claimed = new Set(claimedIds!.results.map((r) => r.id));
   const rows = (read!.results as unknown as DeliveryRow[]).filter((r) => claimed.has(r.id));
-  const wanted = await completeDeliveryRows(env, rows, enabled);
-  const unwanted = rows.filter((r) => !wanted.some((w) => w.id === r.id));
-  if (unwanted.length) await db.batch(unwanted.map((row) => dropStatement(db, options, row, false)));
-  return wanted;
+  return completeDeliveryRows(env, rows, enabled);
 }
 
 /**
@@ -216,36 +218,47 @@ class Signal {
   }
 }
 
+/** Calls to make in one shard: their ids, and env with that shard as its DB. */
+export interface ShardCalls {
+  env: Env;
+  ids: string[];
+}
+
 /**
- * Makes the due calls among `ids` with MAX_CALLS_IN_FLIGHT slots. Claims run ahead of the slots by
- * at most CLAIM_AHEAD calls (so a claimed call waits for a slot at most a few calls' time, which its
- * lease covers), and outcomes are written in groups: a few D1 round trips per dozen calls. Returns the ids whose handling failed (a
- * database error): the caller has the queue retry their messages, and the sweep re-sends whatever a
- * lease still holds.
+ * Makes the due calls among `groups` (of any shards) with one pool of MAX_CALLS_IN_FLIGHT slots.
+ * Claims run ahead of the slots by at most CLAIM_AHEAD calls (so a claimed call waits for a slot at
+ * most a few calls' time, which its lease covers), and outcomes are written in groups per shard: a
+ * few D1 round trips per dozen calls. Returns the ids whose handling failed (a database error): the
+ * caller has the queue retry their messages, and the sweep re-sends whatever a lease still holds.
  */
 export async function deliverConversations(
-  env: Env,
+  groups: ShardCalls[],
   options: DeliveryOptions,
-  ids: string[],
   readEndpoints: () => Promise<Map<string, EnabledEndpoint>>,
 ): Promise<Set<string>> {
   const failed = new Set<string>();
-  const todo = [...new Set(ids)];
-  const ready: DeliveryRow[] = [];
+  const todo = groups.flatMap(({ env, ids }) => [...new Set(ids)].map((id) => ({ env, id })));
+  const ready: { env: Env; row: DeliveryRow }[] = [];
   const changed = new Signal();
   let claimsOver = false;
-  const recorder = new Recorder(env.DB);
-  const io = { secrets: new Map() as SecretCache, write: (s: D1PreparedStatement) => recorder.write(s) };
+  const recorders = new Map<Env, Recorder>();
+  const recorderOf = (env: Env) => recorders.get(env) ?? recorders.set(env, new Recorder(env.DB)).get(env)!;
+  const secrets: SecretCache = new Map();
 
   const claimer = async () => {
     while (todo.length) {
       while (ready.length > CLAIM_AHEAD / 2) await changed.wait();
-      const group = todo.splice(0, CLAIM_AHEAD - ready.length);
+      // A claim is one batch of one shard: the next calls of the same shard, up to the room ahead.
+      const env = todo[0]!.env;
+      let take = 0;
+      while (take < CLAIM_AHEAD - ready.length && todo[take]?.env === env) take++;
+      const group = todo.splice(0, take).map((t) => t.id);
       try {
-        ready.push(...(await claim(env, group, options, await readEndpoints())));
+        const rows = await claim(env, group, options, await readEndpoints());
+        ready.push(...rows.map((row) => ({ env, row })));
       } catch (err) {
         console.error(`claiming ${group.length} webhook calls failed:`, (err as Error).message);
-        for (const id of [...group, ...todo.splice(0)]) failed.add(id);
+        for (const id of [...group, ...todo.splice(0).map((t) => t.id)]) failed.add(id);
       }
       changed.notify();
     }
@@ -254,12 +267,13 @@ export async function deliverConversations(
   };
   const slot = async () => {
     for (;;) {
-      const row = ready.shift();
-      if (row) {
+      const next = ready.shift();
+      if (next) {
         changed.notify();
-        await attempt(env, options, row, io, false).catch((err: unknown) => {
-          console.error(`recording webhook call ${row.id} failed:`, (err as Error).message);
-          failed.add(row.id);
+        const io = { secrets, write: (s: D1PreparedStatement) => recorderOf(next.env).write(s) };
+        await attempt(next.env, options, next.row, io, false).catch((err: unknown) => {
+          console.error(`recording webhook call ${next.row.id} failed:`, (err as Error).message);
+          failed.add(next.row.id);
         });
       } else if (claimsOver) return;
       else await changed.wait();

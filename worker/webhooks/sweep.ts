@@ -84,9 +84,14 @@ export async function runSweep(env: Env, now: number = Date.now()): Promise<Swee
   let unsent = 0;
   let retries = 0;
   for (const shard of shards(env)) {
-    const view = shardEnv(env, shard);
-    unsent += await redispatchUnsent(view, now);
-    retries += await enqueueDueRetries(view, now);
+    // A shard that fails is left for the next minute; the others and the directory's cleanup go on.
+    try {
+      const view = shardEnv(env, shard);
+      unsent += await redispatchUnsent(view, now);
+      retries += await enqueueDueRetries(view, now);
+    } catch (err) {
+      console.error(`sweep of webhook events in ${shard.name} failed:`, (err as Error).message);
+    }
   }
 
   const [keys, nonces] = await env.DB.batch([

@@ -70,10 +70,17 @@ describe('webhooks over every shard', () => {
     expect(second.body.data.map((c: any) => c.id)).toEqual(listed.body.data.slice(1, 2).map((c: any) => c.id));
     expect(second.body.has_more).toBe(all.length > 2);
 
-    // The sweep re-sends the calls due in every shard, each message naming its shard.
+    // The sweep re-sends the calls due in every shard, and the events that never reached the queue,
+    // each message naming its shard.
+    const last = all[all.length - 1]!;
+    const unsent = newEvent('email.new', accounts[accounts.length - 1]!.id, emailData());
+    await eventStatement(last.db, unsent).run();
     sent.length = 0;
     clock += 3_600_000;
     await runSweep(testEnv, clock);
+    expect(sent.map((s) => s.body).filter((b) => b.kind === 'event')).toEqual([
+      { kind: 'event', event_id: unsent.id, ...tag(last) },
+    ]);
     const swept = sent.map((s) => s.body).filter((b) => b.kind === 'delivery');
     expect(swept.map((b) => b.conversation_id).sort()).toEqual(retries.map((b) => (b as any).conversation_id).sort());
     expect(swept.sort((a, b) => a.conversation_id.localeCompare(b.conversation_id))).toEqual(
@@ -84,9 +91,45 @@ describe('webhooks over every shard', () => {
     expect((await api('PATCH', `/webhooks/endpoints/${endpoint.id}`, { body: { enabled: false } })).status).toBe(200);
     for (const shard of all)
       expect((await conversationsIn(shard, endpoint.id)).map((c) => c.status)).toEqual(['dropped']);
-    const [last] = await conversationsIn(all[all.length - 1]!, endpoint.id);
-    const retried = await api('POST', `/webhooks/conversations/${last!.id}/retry`);
+    const [inLast] = await conversationsIn(last, endpoint.id);
+    const retried = await api('POST', `/webhooks/conversations/${inLast!.id}/retry`);
     expect(retried.status).toBe(400);
     expect(JSON.stringify(retried.body)).toContain('paused');
+  });
+
+  it('pages an endpoint\u2019s log of calls made at different times on every shard: newest first, each once', async () => {
+    const accounts = await Promise.all(all.map((shard) => readAccount(undefined, { shard: shard.name })));
+    const endpoint = await createEndpoint({ account_ids: accounts.map((a) => a.id) });
+    let clock = Date.now();
+    const options = deliveryOptions({ fetch: subscriber(200).fetch, now: () => clock, random: () => 0.5 });
+    const { env: testEnv } = recordingEnv();
+    // Rounds of events on every shard, the last one taking more than a page's 100 bound values.
+    for (let round = 0; round < 4; round++) {
+      const messages: WebhookQueueMessage[] = [];
+      for (const [i, shard] of all.entries()) {
+        const count = i === all.length - 1 ? 30 : 5;
+        for (let k = 0; k < count; k++) {
+          const event = await eventIn(shard, accounts[i]!.id);
+          messages.push({ kind: 'event', event_id: event.id, ...tag(shard) });
+        }
+      }
+      await consume(testEnv, options, messages);
+      clock += 1_000;
+    }
+    const stored = (await Promise.all(all.map((shard) => conversationsIn(shard, endpoint.id)))).flat();
+    expect(stored).toHaveLength(4 * (30 + 5 * (all.length - 1)));
+
+    const seen: { id: string; created_at: string }[] = [];
+    for (let offset = 0; ; offset += 50) {
+      const page = await api('GET', `/webhooks/conversations?endpoint_id=${endpoint.id}&limit=50&offset=${offset}`);
+      expect(page.status).toBe(200);
+      seen.push(...page.body.data);
+      if (!page.body.has_more) break;
+    }
+    expect(seen.map((c) => c.id).sort()).toEqual(stored.map((c) => c.id).sort());
+    const order = seen.map((c) => `${c.created_at} ${c.id}`);
+    expect(order).toEqual([...order].sort().reverse());
+    const all120 = await api('GET', `/webhooks/conversations?endpoint_id=${endpoint.id}&limit=250`);
+    expect(all120.body.data.map((c: any) => c.id)).toEqual(seen.map((c) => c.id));
   });
 });

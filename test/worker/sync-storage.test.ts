@@ -1,7 +1,6 @@
 // How a new email is stored: bodies and headers as one compressed BLOB, a text-only body once (its
 // HTML made again on reading), JSON columns and the outbox row's data as the JSON they were made of,
 // the outbox keeping a snapshot of the email rather than a copy, and the text body indexed.
-import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { unpackContent } from '../../worker/emails/content.ts';
 import { textToHtml } from '../../worker/ingest/html.ts';
@@ -31,7 +30,7 @@ describe('storing new mail', () => {
     const messages = [messageIn(1, rawMessage({ subject: 'text', text: TEXT })), messageIn(2, htmlMessage('html'))];
     await account.stub.applyChanges('gw-1', [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages }]);
 
-    const { results: stored } = await env.DB.prepare(
+    const { results: stored } = await account.db.prepare(
       'SELECT subject, body_html, body_plain, headers_json, content FROM emails WHERE account_id = ? ORDER BY subject',
     )
       .bind(account.id)
@@ -46,7 +45,7 @@ describe('storing new mail', () => {
     expect(unpacked[1]!.headers!.find((h) => h.name.toLowerCase() === 'subject')?.value).toBe('text');
     const rows = stored.map((r, i) => ({ subject: r.subject, body_plain: unpacked[i]!.plain! }));
 
-    const { results: json } = await env.DB.prepare(
+    const { results: json } = await account.db.prepare(
       'SELECT from_json, to_json, references_json FROM emails WHERE account_id = ?',
     )
       .bind(account.id)
@@ -63,7 +62,7 @@ describe('storing new mail', () => {
     expect(single.body.body).toBe(textToHtml(rows[1]!.body_plain));
     expect(single.body.body).toContain('&lt;b&gt; &amp; &quot;quotes&quot;');
 
-    const { results: events } = await env.DB.prepare(
+    const { results: events } = await account.db.prepare(
       "SELECT data_json FROM events WHERE account_id = ? AND type = 'email.new'",
     )
       .bind(account.id)

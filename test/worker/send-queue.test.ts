@@ -45,9 +45,8 @@ it('settles the sends an earlier instance left: accepted ones failed, handed one
     (instance as unknown as { sends: { recovered: unknown } }).sends.recovered = null;
   });
   expect((await stub.admitSend()).ok).toBe(true);
-  const { results } = await db.prepare(
-    'SELECT message_id, outcome FROM outgoing_messages WHERE account_id = ? ORDER BY message_id',
-  )
+  const { results } = await db
+    .prepare('SELECT message_id, outcome FROM outgoing_messages WHERE account_id = ? ORDER BY message_id')
     .bind(id)
     .all<{ message_id: string; outcome: string }>();
   expect(results).toEqual([

@@ -66,7 +66,8 @@ describe('folder identity', () => {
     expect(now.Trips).toBeTruthy();
     expect(now.Trips).not.toBe(before.Old);
     expect(await emails()).toEqual(mail.map(([s, id]) => [s, id, [before.Old]]));
-    const stale = await account.db.prepare('SELECT COUNT(*) AS n FROM email_folders WHERE account_id = ? AND uid < 0')
+    const stale = await account.db
+      .prepare('SELECT COUNT(*) AS n FROM email_folders WHERE account_id = ? AND uid < 0')
       .bind(account.id)
       .first<{ n: number }>();
     expect(stale!.n).toBe(0);

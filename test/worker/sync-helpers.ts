@@ -12,7 +12,15 @@ import { exports } from 'cloudflare:workers';
 import { createApp } from '../../worker/app.ts';
 import type { Env } from '../../worker/env.ts';
 import { api } from './helpers.ts';
-import { accountShard, chooseShard, DIRECTORY_SHARD, mailDb, markAccountInShard, shardByName, storedShardName } from '../../worker/shards/registry.ts';
+import {
+  accountShard,
+  chooseShard,
+  DIRECTORY_SHARD,
+  mailDb,
+  markAccountInShard,
+  shardByName,
+  storedShardName,
+} from '../../worker/shards/registry.ts';
 
 export const GATEWAY_SECRET = 'test-gateway-secret';
 

@@ -36,7 +36,8 @@ it('applies batch n only after n - 1, answers a repeated one without applying it
   // Batch 0 again (its answer was lost): answered with the cursors, nothing applied twice.
   const again = await stub.applyChanges('gw-1', arrivals([1, 2]), { stream: 'a', n: 0 });
   expect(again).toMatchObject({ ok: true });
-  const news = await db.prepare("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.new'")
+  const news = await db
+    .prepare("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.new'")
     .bind(id)
     .first<{ n: number }>();
   expect(news?.n).toBe(4);

@@ -50,13 +50,13 @@ it('ingests 500+ real-world messages through the changes endpoint with no error'
   // Every (folder, UID) is one email: copies of one message that coexist in INBOX (the corpus has
   // some: fewer identities than files) are separate emails, so none of them goes missing.
   expect(identities.size).toBeLessThan(messages.length);
-  const stored = await env.DB.prepare(
-    'SELECT COUNT(*) AS n, COUNT(DISTINCT identity) AS distinct_identities FROM emails WHERE account_id = ?',
-  )
+  const stored = await account.db
+    .prepare('SELECT COUNT(*) AS n, COUNT(DISTINCT identity) AS distinct_identities FROM emails WHERE account_id = ?')
     .bind(account.id)
     .first<{ n: number; distinct_identities: number }>();
   expect(stored).toEqual({ n: messages.length, distinct_identities: messages.length });
-  const memberships = await env.DB.prepare('SELECT COUNT(DISTINCT uid) AS n FROM email_folders WHERE account_id = ?')
+  const memberships = await account.db
+    .prepare('SELECT COUNT(DISTINCT uid) AS n FROM email_folders WHERE account_id = ?')
     .bind(account.id)
     .first<{ n: number }>();
   expect(memberships?.n).toBe(messages.length);

@@ -10,15 +10,27 @@ import { eventStatement, eventStatementIfLive, newEvent } from '../../worker/eve
 import { requestHash } from '../../worker/send/idempotency.ts';
 import { deliveryOptions } from '../../worker/webhooks/schedule.ts';
 import { api } from './helpers.ts';
+import { accountShard, DIRECTORY_SHARD, shards } from '../../worker/shards/registry.ts';
+import { accountEnv } from '../../worker/shards/spread.ts';
 import { createSyncedAccount, leased, messageIn, rawMessage } from './sync-helpers.ts';
 import { consume, createEndpoint, recordingEnv, subscriber } from './webhook-helpers.ts';
 
-const countOf = async (sql: string, ...params: unknown[]) =>
-  (await env.DB.prepare(sql)
+const countIn = async (db: D1Database, sql: string, ...params: unknown[]) =>
+  (await db
+    .prepare(sql)
     .bind(...params)
     .first<{ n: number }>())!.n;
 
-/** Rows that belong to the account, table by table (every table of the schema that can hold one). */
+/** The `shard` field of the account's webhook queue messages (none for DB). */
+const shardOf = async (accountId: string) => {
+  const { name } = await accountShard(env, accountId);
+  return name === DIRECTORY_SHARD ? {} : { shard: name };
+};
+
+/**
+ * Rows that belong to the account, table by table (every table of the schema that can hold one),
+ * asked of every mail shard: the directory and the account's shard alike.
+ */
 const ROWS_OF_ACCOUNT: Record<string, string> = {
   accounts: 'SELECT COUNT(*) AS n FROM accounts WHERE id = ?1',
   folders: 'SELECT COUNT(*) AS n FROM folders WHERE account_id = ?1',
@@ -41,15 +53,15 @@ describe('removing an account', () => {
   it('hides its events and deliveries at once, and the purge leaves nothing of it but account.remove', {
     timeout: 120_000,
   }, async () => {
-    const { id, stub } = await leased();
+    const { id, stub, db } = await leased();
+    const shard = await shardOf(id);
     const endpoint = await createEndpoint({ trigger_events: ['email.new'] });
     const messages = Array.from({ length: 20 }, (_, k) =>
       messageIn(k + 1, rawMessage({ subject: `erase me ${k}`, from: `friend${k}@remote.test` })),
     );
     await stub.applyChanges('gw-1', [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages }]);
-    const { results: events } = await env.DB.prepare(
-      "SELECT id FROM events WHERE account_id = ? AND type = 'email.new'",
-    )
+    const { results: events } = await db
+      .prepare("SELECT id FROM events WHERE account_id = ? AND type = 'email.new'")
       .bind(id)
       .all<{ id: string }>();
     expect(events).toHaveLength(20);
@@ -59,23 +71,30 @@ describe('removing an account', () => {
     await consume(
       testEnv,
       deliveryOptions({ fetch: sub.fetch, timeoutMs: 5_000 }),
-      events.map((e) => ({ kind: 'event' as const, event_id: e.id })),
+      events.map((e) => ({ kind: 'event' as const, event_id: e.id, ...shard })),
     );
     expect(sub.calls).toHaveLength(20);
     // What a send leaves: its record, its stored idempotent answer, tracking hits, a composed message.
-    await env.DB.batch([
-      env.DB.prepare(
-        `INSERT INTO outgoing_messages (account_id, message_id, kind, tracking_id, created_at, outcome)
-         VALUES (?, '<sent@erasure>', 'send', 'trk_erasure', '2026-01-01T00:00:00Z', 'sent')`,
-      ).bind(id),
-      env.DB.prepare(
-        `INSERT INTO idempotency_keys (key, scope, request_hash, status, created_at, expires_at, account_id, message_id, response_json)
-         VALUES ('erase-key', 'POST /emails', 'h', 'completed', ?1, ?1 + 86400000, ?2, '<sent@erasure>', '{"subject":"erase me"}')`,
-      ).bind(Date.now(), id),
-      env.DB.prepare(
-        "INSERT INTO tracking_hits (tracking_id, key, window_start_ms, count) VALUES ('trk_erasure', 'open', ?, 1)",
-      ).bind(Date.now()),
+    // The key lives in the directory, the record and the hits in the account's shard.
+    await db.batch([
+      db
+        .prepare(
+          `INSERT INTO outgoing_messages (account_id, message_id, kind, tracking_id, created_at, outcome)
+           VALUES (?, '<sent@erasure>', 'send', 'trk_erasure', '2026-01-01T00:00:00Z', 'sent')`,
+        )
+        .bind(id),
+      db
+        .prepare(
+          "INSERT INTO tracking_hits (tracking_id, key, window_start_ms, count) VALUES ('trk_erasure', 'open', ?, 1)",
+        )
+        .bind(Date.now()),
     ]);
+    await env.DB.prepare(
+      `INSERT INTO idempotency_keys (key, scope, request_hash, status, created_at, expires_at, account_id, message_id, response_json)
+       VALUES ('erase-key', 'POST /emails', 'h', 'completed', ?1, ?1 + 86400000, ?2, '<sent@erasure>', '{"subject":"erase me"}')`,
+    )
+      .bind(Date.now(), id)
+      .run();
     await env.BLOBS.put(`outgoing/${id}/leftover.json`, '{}');
 
     const removed = await api('DELETE', `/accounts/${id}`);
@@ -95,16 +114,19 @@ describe('removing an account', () => {
       testEnv,
       deliveryOptions({ fetch: sub.fetch, timeoutMs: 5_000, now: () => Date.now() + 3_600_000 }),
       (
-        await env.DB.prepare('SELECT id FROM webhook_conversations WHERE endpoint_id = ?')
+        await db
+          .prepare('SELECT id FROM webhook_conversations WHERE endpoint_id = ?')
           .bind(endpoint.id)
           .all<{ id: string }>()
-      ).results.map((c) => ({ kind: 'delivery' as const, conversation_id: c.id })),
+      ).results.map((c) => ({ kind: 'delivery' as const, conversation_id: c.id, ...shard })),
     );
     expect(sub.calls).toHaveLength(20);
 
     // The purge, alarm by alarm.
     for (let runs = 0; runs < 100 && (await runDurableObjectAlarm(stub)); runs++);
-    for (const [table, sql] of Object.entries(ROWS_OF_ACCOUNT)) expect(await countOf(sql, id), table).toBe(0);
+    for (const { name, db: shardDb } of shards(env))
+      for (const [table, sql] of Object.entries(ROWS_OF_ACCOUNT))
+        expect(await countIn(shardDb, sql, id), `${name}: ${table}`).toBe(0);
     for (const prefix of [`accounts/${id}/`, `outgoing/${id}/`])
       expect((await env.BLOBS.list({ prefix })).objects, prefix).toEqual([]);
     const left = await env.DB.prepare('SELECT type FROM events WHERE account_id = ?').bind(id).all<{ type: string }>();
@@ -117,9 +139,9 @@ describe('removing an account', () => {
 
 describe('events of an account whose row is gone', () => {
   it('are not shown in the feed, by id, or made by a late tracking hit', async () => {
-    const { id } = await createSyncedAccount();
+    const { id, db } = await createSyncedAccount();
     const event = newEvent('email.new', id, { email_id: 'eml_x' });
-    await eventStatement(env.DB, event).run();
+    await eventStatement(db, event).run();
     const visible = async () => {
       const feed = await api('GET', `/events?account_id=${id}`);
       expect(feed.status).toBe(200);
@@ -127,11 +149,12 @@ describe('events of an account whose row is gone', () => {
     };
     expect(await visible()).toEqual([event.id]);
     // A removal whose purge already deleted the account's row (and raced this event's write).
-    await env.DB.prepare('DELETE FROM accounts WHERE id = ?').bind(id).run();
+    // (Its mark in its shard first, then the directory's row, as the purge deletes them.)
+    for (const gone of new Set([db, env.DB])) await gone.prepare('DELETE FROM accounts WHERE id = ?').bind(id).run();
     expect(await visible()).toEqual([]);
     expect((await api('GET', `/events/${event.id}`)).status).toBe(404);
     const late = newEvent('tracking.open', id, {});
-    const made = await eventStatementIfLive(env.DB, { ...late, account_id: id }).run();
+    const made = await eventStatementIfLive(db, { ...late, account_id: id }).run();
     expect(made.meta.changes).toBe(0);
   });
 });
@@ -159,23 +182,26 @@ describe('an Idempotency-Key of a removed account', () => {
 
 describe('the purge of an event delivered to many endpoints', () => {
   it('deletes its deliveries a chunk of rows at a time, and the event once none is left', async () => {
-    const { id } = await createSyncedAccount();
+    const { id, db } = await createSyncedAccount();
     const event = newEvent('email.new', id, { email_id: 'eml_x' });
-    await eventStatement(env.DB, event).run();
-    await env.DB.prepare(
-      `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1500)
+    await eventStatement(db, event).run();
+    await db
+      .prepare(
+        `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1500)
        INSERT INTO webhook_conversations (id, endpoint_id, event_id, event_type, created_at, updated_at)
        SELECT 'whc_' || i, 'we_' || i, ?, 'email.new', 'now', 'now' FROM n`,
-    )
+      )
       .bind(event.id)
       .run();
     const left = async () => ({
-      deliveries: await countOf('SELECT COUNT(*) AS n FROM webhook_conversations WHERE event_id = ?', event.id),
-      events: await countOf('SELECT COUNT(*) AS n FROM events WHERE id = ?', event.id),
+      deliveries: await countIn(db, 'SELECT COUNT(*) AS n FROM webhook_conversations WHERE event_id = ?', event.id),
+      events: await countIn(db, 'SELECT COUNT(*) AS n FROM events WHERE id = ?', event.id),
     });
-    expect(await purgeStep(env, id)).toBe(false);
+    // The purge runs in the account's object, whose env.DB is the account's shard.
+    const view = await accountEnv(env, id);
+    expect(await purgeStep(view, id)).toBe(false);
     expect(await left()).toEqual({ deliveries: 500, events: 1 });
-    await purgeStep(env, id);
+    await purgeStep(view, id);
     expect(await left()).toEqual({ deliveries: 0, events: 0 });
   });
 });

@@ -6,6 +6,10 @@
  */
 import { runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import type { Env } from '../../worker/env.ts';
+import { bindAccountShard, shardByName } from '../../worker/shards/registry.ts';
+
+/** The binding names of the mail shards beside DB. */
+const MAIL_SHARD = /^MAIL_DB_\d+$/;
 
 /** Cloudflare's limits per invocation: D1 queries (paid plan; 50 on free) and subrequests (free plan). */
 export const LIMITS = { d1: 1000, subrequests: 50, params: 100, valueBytes: 2_000_000 } as const;
@@ -52,8 +56,9 @@ function counting<T extends object>(target: T, onCall: (name: string, args: unkn
   });
 }
 
-export function meteredEnv(base: Env, meter: Meter): Env {
-  const db = new Proxy(base.DB, {
+/** A D1 database whose statements count, each statement of a batch too. */
+function meteredDb(base: D1Database, meter: Meter): D1Database {
+  return new Proxy(base, {
     get(t, prop) {
       if (prop === 'prepare') return (sql: string) => countStatement(t.prepare(sql), meter);
       if (prop === 'batch')
@@ -65,12 +70,19 @@ export function meteredEnv(base: Env, meter: Meter): Env {
       return typeof value === 'function' ? value.bind(t) : value;
     },
   });
+}
+
+/** Every D1 binding of `base` metered: the directory and each mail shard (worker/shards/registry.ts). */
+export function meteredEnv(base: Env, meter: Meter): Env {
+  const databases = Object.entries(base)
+    .filter(([name, value]) => value !== undefined && (name === 'DB' || name === 'DIRECTORY' || MAIL_SHARD.test(name)))
+    .map(([name, value]) => [name, meteredDb(value as D1Database, meter)]);
   const subrequest = () => {
     meter.subrequests += 1;
   };
   return {
     ...base,
-    DB: db,
+    ...Object.fromEntries(databases),
     BLOBS: counting(base.BLOBS, subrequest),
     WEBHOOKS: counting(base.WEBHOOKS, subrequest),
     ACCOUNTS: countingObjects(base.ACCOUNTS, subrequest),
@@ -107,10 +119,16 @@ export function newMeter(): Meter {
   return { d1: 0, subrequests: 0, max: { d1: 0, subrequests: 0 }, bound: { params: 0, valueBytes: 0 }, invocations: 0 };
 }
 
-/** Swaps the object's env for a metered one (the instance keeps it until it is evicted). */
+/**
+ * Swaps the object's env for a metered one (the instance keeps it until it is evicted), bound to
+ * the account's shard as the object's own env is: its mail in the shard, the directory beside it.
+ */
 export async function meterObject(stub: DurableObjectStub, base: Env, meter: Meter): Promise<void> {
   await runInDurableObject(stub, (instance) => {
-    (instance as unknown as { env: Env }).env = meteredEnv(base, meter);
+    const object = instance as unknown as { env: Env };
+    const metered = meteredEnv(base, meter);
+    bindAccountShard(metered, shardByName(metered, object.env.SHARD_NAME));
+    object.env = metered;
   });
 }
 

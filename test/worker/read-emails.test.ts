@@ -269,19 +269,19 @@ describe('GET /emails?q= full-text search', () => {
     const a = await readAccount();
     await a.deliver('INBOX', { subject: 'ephemeral xylophone' }, { subject: 'stays' });
     const indexed = () =>
-      env.DB.prepare('SELECT COUNT(*) AS n FROM email_search WHERE account_id = ?').bind(a.id).first<{ n: number }>();
+      a.db.prepare('SELECT COUNT(*) AS n FROM email_search WHERE account_id = ?').bind(a.id).first<{ n: number }>();
     expect((await indexed())?.n).toBe(2);
     expect(subjects(await listEmails(`account_id=${a.id}&q=xylophone`))).toEqual(['ephemeral xylophone']);
-    const before = (await env.DB.prepare('SELECT COUNT(*) AS n FROM emails_fts').first<{ n: number }>())!.n;
+    const before = (await a.db.prepare('SELECT COUNT(*) AS n FROM emails_fts').first<{ n: number }>())!.n;
     await a.stub.applyChanges(a.gateway, [{ type: 'vanished', path: 'INBOX', uidvalidity: 1, uids: [1] }]);
     await readEveryFolder(a.stub);
     expect((await indexed())?.n).toBe(1);
-    expect((await env.DB.prepare('SELECT COUNT(*) AS n FROM emails_fts').first<{ n: number }>())!.n).toBe(before - 1);
+    expect((await a.db.prepare('SELECT COUNT(*) AS n FROM emails_fts').first<{ n: number }>())!.n).toBe(before - 1);
 
     await api('DELETE', `/accounts/${a.id}`);
     while (await runDurableObjectAlarm(a.stub));
     expect((await indexed())?.n).toBe(0);
-    expect((await env.DB.prepare('SELECT COUNT(*) AS n FROM emails_fts').first<{ n: number }>())!.n).toBe(before - 2);
+    expect((await a.db.prepare('SELECT COUNT(*) AS n FROM emails_fts').first<{ n: number }>())!.n).toBe(before - 2);
   });
 });
 

@@ -4,10 +4,13 @@
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { api } from './helpers.ts';
-import { createSyncedAccount, gatewayCall } from './sync-helpers.ts';
+import { accountDb, createSyncedAccount, gatewayCall } from './sync-helpers.ts';
 
 const scheduledCount = async (accountId: string) =>
-  (await env.DB.prepare('SELECT COUNT(*) AS n FROM scheduled_emails WHERE account_id = ?')
+  (await (
+    await accountDb(accountId)
+  )
+    .prepare('SELECT COUNT(*) AS n FROM scheduled_emails WHERE account_id = ?')
     .bind(accountId)
     .first<{ n: number }>())!.n;
 
@@ -56,7 +59,8 @@ describe('POST /emails with send_at and an Idempotency-Key', () => {
     const scheduled = await api('POST', '/emails', { body });
     expect(scheduled.status).toBe(202);
     // As the object leaves it when the gateway stopped answering after taking the message.
-    await env.DB.prepare("UPDATE scheduled_emails SET status = 'failed', error = ?, ended_at_ms = ? WHERE id = ?")
+    await (await accountDb(id))
+      .prepare("UPDATE scheduled_emails SET status = 'failed', error = ?, ended_at_ms = ? WHERE id = ?")
       .bind('The outcome is unknown.', Date.now(), scheduled.body.id)
       .run();
     const report = await gatewayCall(`/internal/gateway/accounts/${id}/outcomes`, {

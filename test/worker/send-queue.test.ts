@@ -2,7 +2,6 @@
 // is stored), and an object that restarts settles what an earlier instance left: a send only
 // accepted never reached a gateway (failed: nothing went out), one handed on stays unknown.
 import { runInDurableObject } from 'cloudflare:test';
-import { env } from 'cloudflare:workers';
 import { expect, it } from 'vitest';
 import { recordOutgoing } from '../../worker/send/outgoing.ts';
 import { createSyncedAccount } from './sync-helpers.ts';
@@ -25,9 +24,9 @@ it('admits up to SEND_QUEUE_LIMIT sends, then answers how long to wait; a releas
 });
 
 it('settles the sends an earlier instance left: accepted ones failed, handed ones still unknown', async () => {
-  const { id, stub } = await createSyncedAccount();
+  const { id, stub, db } = await createSyncedAccount();
   for (const messageId of ['<accepted@queue>', '<handed@queue>'])
-    await recordOutgoing(env.DB, {
+    await recordOutgoing(db, {
       account_id: id,
       message_id: messageId,
       kind: 'send',
@@ -46,9 +45,8 @@ it('settles the sends an earlier instance left: accepted ones failed, handed one
     (instance as unknown as { sends: { recovered: unknown } }).sends.recovered = null;
   });
   expect((await stub.admitSend()).ok).toBe(true);
-  const { results } = await env.DB.prepare(
-    'SELECT message_id, outcome FROM outgoing_messages WHERE account_id = ? ORDER BY message_id',
-  )
+  const { results } = await db
+    .prepare('SELECT message_id, outcome FROM outgoing_messages WHERE account_id = ? ORDER BY message_id')
     .bind(id)
     .all<{ message_id: string; outcome: string }>();
   expect(results).toEqual([

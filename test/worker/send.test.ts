@@ -12,12 +12,16 @@ import { recordOutgoing } from '../../worker/send/outgoing.ts';
 import { requestHash } from '../../worker/send/idempotency.ts';
 import { openSocket } from './gateway-socket.ts';
 import { api, expectError } from './helpers.ts';
-import { createSyncedAccount, gatewayCall, messageIn, outbox, rawMessage } from './sync-helpers.ts';
+import { accountDb, createSyncedAccount, gatewayCall, messageIn, outbox, rawMessage } from './sync-helpers.ts';
+import { shards } from '../../worker/shards/registry.ts';
 
 const base = 'https://mail.example.com';
 const send = (body: unknown, headers: Record<string, string> = {}) => api('POST', '/emails', { body, headers });
 const outgoingCount = async (accountId: string) =>
-  (await env.DB.prepare('SELECT COUNT(*) AS n FROM outgoing_messages WHERE account_id = ?')
+  (await (
+    await accountDb(accountId)
+  )
+    .prepare('SELECT COUNT(*) AS n FROM outgoing_messages WHERE account_id = ?')
     .bind(accountId)
     .first<{ n: number }>())!.n;
 
@@ -207,15 +211,19 @@ describe('an unresolved send (the gateway had it, no answer came)', () => {
       provider_id: null,
       tracking_id: null,
     };
-    await env.DB.batch([
-      env.DB.prepare(
-        `INSERT INTO idempotency_keys (key, scope, request_hash, status, account_id, message_id, pending_json, created_at, expires_at)
-         VALUES (?, 'POST /emails', ?, 'unresolved', ?, ?, ?, ?, ?)`,
-      ).bind(key, await requestHash(body), accountId, messageId, JSON.stringify(answer), now - ageMs, now + 86_400_000),
-      env.DB.prepare(
+    // The key in the directory, the record of the send in the account's shard.
+    await env.DB.prepare(
+      `INSERT INTO idempotency_keys (key, scope, request_hash, status, account_id, message_id, pending_json, created_at, expires_at)
+       VALUES (?, 'POST /emails', ?, 'unresolved', ?, ?, ?, ?, ?)`,
+    )
+      .bind(key, await requestHash(body), accountId, messageId, JSON.stringify(answer), now - ageMs, now + 86_400_000)
+      .run();
+    await (await accountDb(accountId))
+      .prepare(
         `INSERT INTO outgoing_messages (account_id, message_id, kind, created_at, outcome) VALUES (?, ?, 'send', ?, 'pending')`,
-      ).bind(accountId, messageId, new Date().toISOString()),
-    ]);
+      )
+      .bind(accountId, messageId, new Date().toISOString())
+      .run();
     return answer;
   }
   /** The account's object took this send (it reached the object's queue). */
@@ -245,7 +253,9 @@ describe('an unresolved send (the gateway had it, no answer came)', () => {
     const retried = await send(body, { 'Idempotency-Key': 'cut-short' });
     expectError(retried, 502, 'provider_error');
     expect(
-      await env.DB.prepare("SELECT * FROM outgoing_messages WHERE message_id = '<cut-short@example.test>'").first(),
+      await (await accountDb(id))
+        .prepare("SELECT * FROM outgoing_messages WHERE message_id = '<cut-short@example.test>'")
+        .first(),
     ).toBeNull();
     // Should the first request's message reach the object after all, it is refused, nothing sent.
     const admission = await stub.admitSend();
@@ -284,7 +294,9 @@ describe('an unresolved send (the gateway had it, no answer came)', () => {
     expect((retried.body as { detail: string }).detail).not.toMatch(/may still go out/);
     expect(await env.DB.prepare("SELECT * FROM idempotency_keys WHERE key = 'late-fail'").first()).toBeNull();
     expect(
-      await env.DB.prepare("SELECT * FROM outgoing_messages WHERE message_id = '<late-fail@example.test>'").first(),
+      await (await accountDb(id))
+        .prepare("SELECT * FROM outgoing_messages WHERE message_id = '<late-fail@example.test>'")
+        .first(),
     ).toBeNull();
   });
 
@@ -350,7 +362,7 @@ describe('tracking', () => {
     await account.stub.acquireLease('gw-1');
     const trackingId = newId('tracking');
     const messageId = `<sent-${crypto.randomUUID()}@example.test>`;
-    await recordOutgoing(env.DB, {
+    await recordOutgoing(account.db, {
       account_id: account.id,
       message_id: messageId,
       kind: 'send',
@@ -428,7 +440,7 @@ describe('tracking', () => {
     await account.stub.acquireLease('gw-1');
     const draftId = newId('draft');
     const messageId = `<draft-${crypto.randomUUID()}@example.test>`;
-    await recordOutgoing(env.DB, {
+    await recordOutgoing(account.db, {
       account_id: account.id,
       message_id: messageId,
       kind: 'draft',
@@ -471,7 +483,8 @@ describe('bounces through the account object', () => {
       ]);
       expect(applied.ok).toBe(true);
     }
-    const { results } = await env.DB.prepare('SELECT ef.uid, ef.email_id FROM email_folders ef WHERE ef.account_id = ?')
+    const { results } = await account.db
+      .prepare('SELECT ef.uid, ef.email_id FROM email_folders ef WHERE ef.account_id = ?')
       .bind(account.id)
       .all<{ uid: number; email_id: string }>();
     const pathOf = new Map(results.map((r) => [r.email_id, paths[r.uid - 1]!]));
@@ -528,20 +541,28 @@ describe('a send handed to the gateway holding the account', () => {
   }
   const keyRow = (key: string) =>
     env.DB.prepare('SELECT status FROM idempotency_keys WHERE key = ?').bind(key).first<{ status: string }>();
-  const records = (accountId: string) =>
-    env.DB.prepare('SELECT outcome FROM outgoing_messages WHERE account_id = ?')
-      .bind(accountId)
-      .all<{ outcome: string }>()
-      .then((r) => r.results);
+  const records = async (accountId: string) =>
+    (
+      await (
+        await accountDb(accountId)
+      )
+        .prepare('SELECT outcome FROM outgoing_messages WHERE account_id = ?')
+        .bind(accountId)
+        .all<{ outcome: string }>()
+    ).results;
 
   it("answers the gateway's result even when recording it fails, and keeps the record and the key", {
     timeout: 30_000,
   }, async () => {
     // The outcome cannot be written: the send went out all the same.
-    await env.DB.prepare(
-      `CREATE TRIGGER IF NOT EXISTS settle_fails BEFORE UPDATE OF outcome ON outgoing_messages
-       WHEN NEW.outcome = 'sent' BEGIN SELECT RAISE(ABORT, 'storage unavailable'); END`,
-    ).run();
+    // On every shard: the account made in the test may be in any of them.
+    for (const { db } of shards(env))
+      await db
+        .prepare(
+          `CREATE TRIGGER IF NOT EXISTS settle_fails BEFORE UPDATE OF outcome ON outgoing_messages
+           WHEN NEW.outcome = 'sent' BEGIN SELECT RAISE(ABORT, 'storage unavailable'); END`,
+        )
+        .run();
     try {
       const t = await handedSend('gw-settle', 'settle-fails');
       t.answer({ ok: true, result: { message_id: '<x@example.test>' } });
@@ -551,7 +572,7 @@ describe('a send handed to the gateway holding the account', () => {
       expect(await records(t.id)).toEqual([{ outcome: 'pending' }]);
       t.socket.ws.close(1000, 'done');
     } finally {
-      await env.DB.prepare('DROP TRIGGER IF EXISTS settle_fails').run();
+      for (const { db } of shards(env)) await db.prepare('DROP TRIGGER IF EXISTS settle_fails').run();
     }
   });
 

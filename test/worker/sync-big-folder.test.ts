@@ -13,24 +13,25 @@ import { createSyncedAccount, messageIn, rawMessage, STANDARD_FOLDERS } from './
 
 const TOTAL = 100_000;
 
-const countOf = async (sql: string, ...params: unknown[]) =>
-  (await env.DB.prepare(sql)
+/** A count in `db`, the account's mail database. */
+const countOf = async (db: D1Database, sql: string, ...params: unknown[]) =>
+  (await db
+    .prepare(sql)
     .bind(...params)
     .first<{ n: number }>())!.n;
 
 /** An account whose Archive holds TOTAL synced messages (UIDs 1…TOTAL), all unread. */
 async function bigArchive() {
   const account = await createSyncedAccount();
+  const { db } = account;
   expect((await account.stub.acquireLease('gw-1')).granted).toBe(true);
   await account.stub.applyChanges('gw-1', [
     { type: 'messages', path: 'Archive', uidvalidity: 1, messages: [messageIn(1, rawMessage({ subject: 'big 1' }))] },
   ]);
-  const seed = await env.DB.prepare('SELECT id FROM emails WHERE account_id = ?')
-    .bind(account.id)
-    .first<{ id: string }>();
+  const seed = await db.prepare('SELECT id FROM emails WHERE account_id = ?').bind(account.id).first<{ id: string }>();
   // The other messages are copies of the first row, written straight into D1 (syncing them one by
   // one is what test/worker/sync-limits.test.ts measures).
-  const { results: columns } = await env.DB.prepare("SELECT name FROM pragma_table_info('emails')").all<{
+  const { results: columns } = await db.prepare("SELECT name FROM pragma_table_info('emails')").all<{
     name: string;
   }>();
   const names = columns.map((c) => c.name);
@@ -44,17 +45,19 @@ async function bigArchive() {
         : name === 'message_id'
           ? "'<big-' || n.i || '@remote.test>'"
           : name;
-  await env.DB.prepare(
-    `WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < ${TOTAL})
+  await db
+    .prepare(
+      `WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < ${TOTAL})
      INSERT INTO emails (${names.join(', ')}) SELECT ${names.map(value).join(', ')} FROM emails, n WHERE emails.id = ?`,
-  )
+    )
     .bind(seed!.id)
     .run();
-  await env.DB.prepare(
-    `WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < ${TOTAL})
+  await db
+    .prepare(
+      `WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < ${TOTAL})
      INSERT INTO email_folders (email_id, folder_id, account_id, uid, seen, flagged)
      SELECT '${prefix}' || printf('%06d', n.i), folder_id, account_id, n.i, seen, flagged FROM email_folders, n WHERE email_id = ?`,
-  )
+    )
     .bind(seed!.id)
     .run();
   await account.stub.applyChanges('gw-1', [
@@ -79,6 +82,7 @@ function withinLimits(meter: Meter, what: string): void {
     `${what}: ${meter.invocations} invocations, at most ${meter.max.d1} D1 queries and ${meter.max.subrequests} subrequests in one, ` +
       `at most ${meter.bound.params} parameters and ${meter.bound.valueBytes} bytes bound to one statement`,
   );
+  expect(meter.max.d1, `${what}: metered no D1 query (is the account's shard metered?)`).toBeGreaterThan(0);
   expect(meter.max.d1).toBeLessThanOrEqual(LIMITS.d1);
   expect(meter.max.subrequests).toBeLessThanOrEqual(LIMITS.subrequests);
   expect(meter.bound.params).toBeLessThanOrEqual(LIMITS.params);
@@ -100,55 +104,58 @@ const flagPieces = (flags: string[]): Change[] => {
 
 describe('a folder of 100,000 messages without CONDSTORE or QRESYNC', () => {
   it('re-reads every flag, marks every message read, and finds expunges by snapshot, each piece within one invocation', async () => {
-    const { id, stub, meter } = await bigArchive();
-    expect(await countOf('SELECT COUNT(*) AS n FROM email_folders WHERE account_id = ?', id)).toBe(TOTAL);
+    const { id, stub, meter, db } = await bigArchive();
+    expect(await countOf(db, 'SELECT COUNT(*) AS n FROM email_folders WHERE account_id = ?', id)).toBe(TOTAL);
 
     // A session's first pass without CONDSTORE: the flags of every message, none changed.
     await applyPieces(meter, stub, flagPieces([]));
     withinLimits(meter, 'unchanged flags of 100,000 messages');
-    expect(await countOf("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.update'", id)).toBe(
-      0,
-    );
+    expect(
+      await countOf(db, "SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.update'", id),
+    ).toBe(0);
 
     // Another client marks everything read: every email changes, one email.update each.
     await applyPieces(meter, stub, flagPieces(['\\Seen']));
     withinLimits(meter, 'every message of 100,000 marked read');
-    expect(await countOf('SELECT COUNT(*) AS n FROM emails WHERE account_id = ? AND unread = 1', id)).toBe(0);
-    expect(await countOf("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.update'", id)).toBe(
-      TOTAL,
-    );
+    expect(await countOf(db, 'SELECT COUNT(*) AS n FROM emails WHERE account_id = ? AND unread = 1', id)).toBe(0);
+    expect(
+      await countOf(db, "SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.update'", id),
+    ).toBe(TOTAL);
 
     // Every tenth message expunged, found by a snapshot in pieces.
     const kept = uids.filter((uid) => uid % 10 !== 0);
     await applyPieces(meter, stub, snapshotPieces('Archive', 1, kept, TOTAL));
     withinLimits(meter, 'a snapshot of 100,000 messages with 10,000 expunged');
-    expect(await countOf('SELECT COUNT(*) AS n FROM email_folders WHERE account_id = ?', id)).toBe(kept.length);
+    expect(await countOf(db, 'SELECT COUNT(*) AS n FROM email_folders WHERE account_id = ?', id)).toBe(kept.length);
     expect(
-      await countOf('SELECT COUNT(*) AS n FROM emails WHERE account_id = ? AND orphaned_at_ms IS NOT NULL', id),
+      await countOf(db, 'SELECT COUNT(*) AS n FROM emails WHERE account_id = ? AND orphaned_at_ms IS NOT NULL', id),
     ).toBe(TOTAL - kept.length);
   }, 600_000);
 });
 
 describe('a folder of 100,000 messages that are all also in the inbox (a Gmail label)', () => {
   it('leaves in one small batch when the server deletes it; its emails are refreshed in bounded steps, one email.update each', async () => {
-    const { id, stub, meter } = await bigArchive();
+    const { id, stub, meter, db } = await bigArchive();
     const folderId = async (path: string) =>
-      (await env.DB.prepare('SELECT id FROM folders WHERE account_id = ? AND provider_id = ?')
+      (await db
+        .prepare('SELECT id FROM folders WHERE account_id = ? AND provider_id = ?')
         .bind(id, path)
         .first<{ id: string }>())!.id;
     const [inbox, archive] = [await folderId('INBOX'), await folderId('Archive')];
     // Every message is also in the inbox; the label carries the star (Gmail keeps one flag set per
     // message, a server without labels one per copy: either way the star leaves with the folder).
-    await env.DB.batch([
-      env.DB.prepare(
-        `INSERT INTO email_folders (email_id, folder_id, account_id, uid, seen, flagged)
+    await db.batch([
+      db
+        .prepare(
+          `INSERT INTO email_folders (email_id, folder_id, account_id, uid, seen, flagged)
          SELECT email_id, ?1, account_id, uid, seen, 0 FROM email_folders WHERE folder_id = ?2`,
-      ).bind(inbox, archive),
-      env.DB.prepare('UPDATE email_folders SET flagged = 1 WHERE folder_id = ?').bind(archive),
-      env.DB.prepare("UPDATE emails SET starred = 1, role = 'ARCHIVE' WHERE account_id = ?").bind(id),
+        )
+        .bind(inbox, archive),
+      db.prepare('UPDATE email_folders SET flagged = 1 WHERE folder_id = ?').bind(archive),
+      db.prepare("UPDATE emails SET starred = 1, role = 'ARCHIVE' WHERE account_id = ?").bind(id),
     ]);
     const updates = () =>
-      countOf("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.update'", id);
+      countOf(db, "SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.update'", id);
 
     // Two listings without Archive: the second deletes it.
     const listing: Change = {
@@ -157,28 +164,28 @@ describe('a folder of 100,000 messages that are all also in the inbox (a Gmail l
     };
     await applyPieces(meter, stub, [listing, listing]);
     withinLimits(meter, 'a folder of 100,000 deleted');
-    expect(await countOf('SELECT COUNT(*) AS n FROM folders WHERE id = ?', archive)).toBe(0);
-    expect(await countOf('SELECT COUNT(*) AS n FROM email_folders WHERE folder_id = ?', archive)).toBe(0);
+    expect(await countOf(db, 'SELECT COUNT(*) AS n FROM folders WHERE id = ?', archive)).toBe(0);
+    expect(await countOf(db, 'SELECT COUNT(*) AS n FROM email_folders WHERE folder_id = ?', archive)).toBe(0);
     expect(
-      await countOf("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.folder.delete'", id),
+      await countOf(db, "SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.folder.delete'", id),
     ).toBe(1);
-    expect(await countOf('SELECT COUNT(*) AS n FROM folder_departures WHERE account_id = ?', id)).toBe(TOTAL);
+    expect(await countOf(db, 'SELECT COUNT(*) AS n FROM folder_departures WHERE account_id = ?', id)).toBe(TOTAL);
 
     // The alarm refreshes them, one invocation per step; nothing is left an orphan.
     const steps = await drainAlarms(stub, meter, 1_000);
     withinLimits(meter, 'the refresh of 100,000 emails that left a folder');
     console.log(`refresh of 100,000 departures: ${steps} alarm steps`);
-    expect(await countOf('SELECT COUNT(*) AS n FROM folder_departures WHERE account_id = ?', id)).toBe(0);
+    expect(await countOf(db, 'SELECT COUNT(*) AS n FROM folder_departures WHERE account_id = ?', id)).toBe(0);
     expect(await updates()).toBe(TOTAL);
     expect(
       await countOf(
+        db,
         "SELECT COUNT(*) AS n FROM emails WHERE account_id = ? AND starred = 0 AND role = 'INBOX' AND orphaned_at_ms IS NULL",
         id,
       ),
     ).toBe(TOTAL);
-    const sample = await env.DB.prepare(
-      "SELECT data_json FROM events WHERE account_id = ? AND type = 'email.update' ORDER BY seq DESC LIMIT 1",
-    )
+    const sample = await db
+      .prepare("SELECT data_json FROM events WHERE account_id = ? AND type = 'email.update' ORDER BY seq DESC LIMIT 1")
       .bind(id)
       .first<{ data_json: string }>();
     expect(JSON.parse(sample!.data_json).folder_ids).toEqual([inbox]);

@@ -1,7 +1,6 @@
 // How the account object keeps folders and email ids through what a server does to folders:
 // renames (onto a deleted folder's path, with a new UIDVALIDITY), resets, snapshots, deletions.
 import { runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
-import { env } from 'cloudflare:workers';
 import { describe, expect, it, vi } from 'vitest';
 import { openSocket } from './gateway-socket.ts';
 import { api } from './helpers.ts';
@@ -67,7 +66,8 @@ describe('folder identity', () => {
     expect(now.Trips).toBeTruthy();
     expect(now.Trips).not.toBe(before.Old);
     expect(await emails()).toEqual(mail.map(([s, id]) => [s, id, [before.Old]]));
-    const stale = await env.DB.prepare('SELECT COUNT(*) AS n FROM email_folders WHERE account_id = ? AND uid < 0')
+    const stale = await account.db
+      .prepare('SELECT COUNT(*) AS n FROM email_folders WHERE account_id = ? AND uid < 0')
       .bind(account.id)
       .first<{ n: number }>();
     expect(stale!.n).toBe(0);

@@ -12,9 +12,23 @@ import { exports } from 'cloudflare:workers';
 import { createApp } from '../../worker/app.ts';
 import type { Env } from '../../worker/env.ts';
 import { api } from './helpers.ts';
-import { chooseShard, markAccountInShard, shardByName, storedShardName } from '../../worker/shards/registry.ts';
+import {
+  accountShard,
+  chooseShard,
+  DIRECTORY_SHARD,
+  mailDb,
+  markAccountInShard,
+  shardByName,
+  storedShardName,
+} from '../../worker/shards/registry.ts';
 
 export const GATEWAY_SECRET = 'test-gateway-secret';
+
+/**
+ * The D1 database holding an account's mail rows (emails, folders, its mail events …): its shard.
+ * env.DB is the directory (accounts, API keys, endpoints, idempotency records, account.* events).
+ */
+export const accountDb = (accountId: string): Promise<D1Database> => mailDb(env, accountId);
 
 export function folder(path: string, special_use: string | null, uidnext = 1, uidvalidity = 1): FolderInfo {
   return {
@@ -73,7 +87,7 @@ export async function createSyncedAccount(
   await markAccountInShard(shard, id, now);
   const stub = accountObject(env, id);
   await stub.initialize({ account_id: id, email, user_id: email, connected_at_ms: Date.now() - 1000, folders });
-  return { id, email, stub };
+  return { id, email, stub, db: shard.db };
 }
 
 export interface RawOptions {
@@ -162,14 +176,23 @@ export async function gatewayCall(path: string, body: unknown, secret = GATEWAY_
   return { status: response.status, body: (await response.json()) as any };
 }
 
-/** The account's events with their data as a webhook call or the feed gives it (worker/emails/event-data.ts). */
+/**
+ * The account's events with their data as a webhook call or the feed gives it (worker/emails/event-data.ts):
+ * its mail events from its shard and its account.* events from the directory, in the order they were made.
+ */
 export async function outbox(accountId: string): Promise<{ type: string; data: any }[]> {
-  const { results } = await env.DB.prepare(
-    'SELECT type, data_json FROM events WHERE account_id = ? ORDER BY created_at, rowid',
-  )
-    .bind(accountId)
-    .all<{ type: string; data_json: string }>();
-  const rows = await completeEmailEvents(env.DB, results, 'data_json');
+  const shard = await accountShard(env, accountId);
+  const dbs = shard.name === DIRECTORY_SHARD ? [shard.db] : [shard.db, env.DB];
+  const rows = [];
+  for (const db of dbs) {
+    const { results } = await db
+      .prepare('SELECT type, data_json, created_at FROM events WHERE account_id = ? ORDER BY created_at, rowid')
+      .bind(accountId)
+      .all<{ type: string; data_json: string; created_at: string }>();
+    rows.push(...(await completeEmailEvents(db, results, 'data_json')));
+  }
+  // A stable sort: each database's rows keep their order within one created_at.
+  rows.sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : 0));
   return rows.map((r) => ({ type: r.type, data: JSON.parse(r.data_json) }));
 }
 

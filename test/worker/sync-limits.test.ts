@@ -9,7 +9,7 @@ import { MAX_BATCH_BYTES, MAX_BATCH_MESSAGES } from '../../common/relay-limits.t
 import type { Change, MessageIn } from '../../common/relay.ts';
 import { api } from './helpers.ts';
 import { invocation, LIMITS, meterObject, newMeter, type Meter } from './metered.ts';
-import { createSyncedAccount, messageIn, outbox, rawMessage } from './sync-helpers.ts';
+import { accountDb, createSyncedAccount, messageIn, outbox, rawMessage } from './sync-helpers.ts';
 
 async function leasedAccount() {
   const account = await createSyncedAccount();
@@ -25,8 +25,10 @@ const applyIn = (meter: Meter, stub: Awaited<ReturnType<typeof createSyncedAccou
     await stub.applyChanges('gw-1', changes);
   });
 
-const countOf = async (sql: string, ...params: unknown[]) =>
-  (await env.DB.prepare(sql)
+/** A count in `db`, the account's mail database. */
+const countOf = async (db: D1Database, sql: string, ...params: unknown[]) =>
+  (await db
+    .prepare(sql)
     .bind(...params)
     .first<{ n: number }>())!.n;
 
@@ -54,6 +56,7 @@ function mail(first: number, count: number, attachmentBytes = 64): { sources: st
 
 function within(meter: Meter, what: string): void {
   console.log(`${what}: ${meter.d1} D1 queries, ${meter.subrequests} subrequests in one invocation`);
+  expect(meter.d1, `${what}: metered no D1 query (is the account's shard metered?)`).toBeGreaterThan(0);
   expect(meter.d1).toBeLessThanOrEqual(LIMITS.d1);
   expect(meter.subrequests).toBeLessThanOrEqual(LIMITS.subrequests);
 }
@@ -62,7 +65,7 @@ describe('the largest change, in one invocation', () => {
   it(`${MAX_BATCH_MESSAGES} new messages: within the limits, at most 1 D1 statement and far under 1 R2 operation per message`, {
     timeout: 120_000,
   }, async () => {
-    const { id, stub, meter } = await leasedAccount();
+    const { id, stub, meter, db } = await leasedAccount();
     const apply = (messages: MessageIn[]) =>
       applyIn(meter, stub, [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages }]);
     const first = mail(1, MAX_BATCH_MESSAGES);
@@ -76,7 +79,7 @@ describe('the largest change, in one invocation', () => {
     expect(meter.subrequests / MAX_BATCH_MESSAGES).toBeLessThan(0.1);
 
     const total = 2 * MAX_BATCH_MESSAGES;
-    expect(await countOf('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?', id)).toBe(total);
+    expect(await countOf(db, 'SELECT COUNT(*) AS n FROM emails WHERE account_id = ?', id)).toBe(total);
     // One email.new per message, in UID order.
     const news = (await outbox(id)).filter((e) => e.type === 'email.new');
     expect(news.map((e) => e.data.subject)).toEqual([...first.sources, ...second.sources].map(subjectOf));
@@ -85,7 +88,8 @@ describe('the largest change, in one invocation', () => {
     const parent = await emailByMessageId(id, `<limits-${MAX_BATCH_MESSAGES}@remote.test>`);
     expect(reply.thread_id).toBe(parent.thread_id);
     // Contacts counted once per email naming them.
-    const watcher = await env.DB.prepare('SELECT emails_count FROM contacts WHERE account_id = ? AND identifier = ?')
+    const watcher = await db
+      .prepare('SELECT emails_count FROM contacts WHERE account_id = ? AND identifier = ?')
       .bind(id, 'watcher0@remote.test')
       .first<{ emails_count: number }>();
     expect(watcher?.emails_count).toBe(
@@ -111,22 +115,22 @@ describe('the largest change, in one invocation', () => {
   it(`${MAX_BATCH_BYTES / 2 ** 20} MB of messages with attachments: within the limits`, {
     timeout: 120_000,
   }, async () => {
-    const { id, stub, meter } = await leasedAccount();
+    const { id, stub, meter, db } = await leasedAccount();
     // Every message carries a ~190 KB attachment (base64 in the source: ~256 KB): 32 fill the batch.
     const count = Math.floor(MAX_BATCH_BYTES / (256 * 1024));
     const { messages } = mail(3, count, 190 * 1024);
     await applyIn(meter, stub, [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages }]);
     within(meter, `${count} messages of ~256 KB`);
-    expect(await countOf('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?', id)).toBe(count);
+    expect(await countOf(db, 'SELECT COUNT(*) AS n FROM emails WHERE account_id = ?', id)).toBe(count);
   });
 
   it(`a move of ${MAX_BATCH_MESSAGES} messages and their flags: within the limits, same ids`, {
     timeout: 120_000,
   }, async () => {
-    const { id, stub, meter } = await leasedAccount();
+    const { id, stub, meter, db } = await leasedAccount();
     const { messages } = mail(1, MAX_BATCH_MESSAGES);
     await stub.applyChanges('gw-1', [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages }]);
-    const before = await env.DB.prepare('SELECT id FROM emails WHERE account_id = ? ORDER BY id').bind(id).all();
+    const before = await db.prepare('SELECT id FROM emails WHERE account_id = ? ORDER BY id').bind(id).all();
     const uids = messages.map((m) => m.uid);
     // The arriving side first (with the expunges to come), then the expunge, then flags in the new place.
     const arrived = messages.map((m, k) => ({ ...m, uid: 1000 + k }));
@@ -139,10 +143,10 @@ describe('the largest change, in one invocation', () => {
     await applyIn(meter, stub, [{ type: 'flags', path: 'Archive', uidvalidity: 1, updates }]);
     within(meter, `flags of ${MAX_BATCH_MESSAGES}`);
 
-    const after = await env.DB.prepare('SELECT id FROM emails WHERE account_id = ? ORDER BY id').bind(id).all();
+    const after = await db.prepare('SELECT id FROM emails WHERE account_id = ? ORDER BY id').bind(id).all();
     expect(after.results).toEqual(before.results);
     expect(
-      await countOf('SELECT COUNT(*) AS n FROM emails WHERE account_id = ? AND unread = 0 AND starred = 1', id),
+      await countOf(db, 'SELECT COUNT(*) AS n FROM emails WHERE account_id = ? AND unread = 0 AND starred = 1', id),
     ).toBe(MAX_BATCH_MESSAGES);
     expect((await outbox(id)).filter((e) => e.type === 'email.new')).toHaveLength(MAX_BATCH_MESSAGES);
   });
@@ -151,7 +155,8 @@ describe('the largest change, in one invocation', () => {
 const subjectOf = (source: string) => /^Subject: (.*)$/m.exec(source)![1]!.trim();
 
 async function emailByMessageId(accountId: string, messageId: string) {
-  const row = await env.DB.prepare('SELECT id, thread_id FROM emails WHERE account_id = ? AND message_id = ?')
+  const row = await (await accountDb(accountId))
+    .prepare('SELECT id, thread_id FROM emails WHERE account_id = ? AND message_id = ?')
     .bind(accountId, messageId)
     .first<{ id: string; thread_id: string }>();
   expect(row).not.toBeNull();

@@ -1,6 +1,5 @@
 // Several batches of one gateway on their way at once (common/relay.ts ChangesSequence): the
 // account's object applies them in the order they were sent, whatever order they arrive in.
-import { env } from 'cloudflare:workers';
 import { expect, it } from 'vitest';
 import type { Change } from '../../common/relay.ts';
 import { createSyncedAccount, messageIn, rawMessage } from './sync-helpers.ts';
@@ -15,11 +14,11 @@ const arrivals = (uids: number[]): Change[] => [
 ];
 
 it('applies batch n only after n - 1, answers a repeated one without applying it, refuses a replaced stream', async () => {
-  const { id, stub } = await createSyncedAccount();
+  const { id, stub, db } = await createSyncedAccount();
   expect((await stub.acquireLease('gw-1')).granted).toBe(true);
   const subjects = async () =>
     (
-      await env.DB.prepare('SELECT subject FROM emails WHERE account_id = ? ORDER BY subject').bind(id).all<{
+      await db.prepare('SELECT subject FROM emails WHERE account_id = ? ORDER BY subject').bind(id).all<{
         subject: string;
       }>()
     ).results.map((r) => r.subject);
@@ -37,7 +36,8 @@ it('applies batch n only after n - 1, answers a repeated one without applying it
   // Batch 0 again (its answer was lost): answered with the cursors, nothing applied twice.
   const again = await stub.applyChanges('gw-1', arrivals([1, 2]), { stream: 'a', n: 0 });
   expect(again).toMatchObject({ ok: true });
-  const news = await env.DB.prepare("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.new'")
+  const news = await db
+    .prepare("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.new'")
     .bind(id)
     .first<{ n: number }>();
   expect(news?.n).toBe(4);
@@ -52,10 +52,10 @@ it('applies batch n only after n - 1, answers a repeated one without applying it
 });
 
 it('refuses a batch of a gateway session that has ended, even the first of a stream', async () => {
-  const { id, stub } = await createSyncedAccount();
+  const { id, stub, db } = await createSyncedAccount();
   expect((await stub.acquireLease('gw-1')).granted).toBe(true);
   const count = async () =>
-    (await env.DB.prepare('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?').bind(id).first<{ n: number }>())?.n;
+    (await db.prepare('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?').bind(id).first<{ n: number }>())?.n;
 
   expect((await stub.applyChanges('gw-1', arrivals([1]), { stream: 'old', n: 0, session: 100 })).ok).toBe(true);
   // The gateway's next session (a later epoch) takes over with a stream of its own.

@@ -300,7 +300,8 @@ describe('applying changes', () => {
     const ids = await Promise.all(
       [1, 2].map(
         async (uid) =>
-          (await env.DB.prepare('SELECT email_id FROM email_folders WHERE folder_id = ? AND uid = ?')
+          (await account.db
+            .prepare('SELECT email_id FROM email_folders WHERE folder_id = ? AND uid = ?')
             .bind(folderId('INBOX'), uid)
             .first<{ email_id: string }>())!.email_id,
       ),

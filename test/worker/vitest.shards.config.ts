@@ -2,11 +2,18 @@ import { workerProject } from './project.ts';
 
 /**
  * Part of the worker tests again with three mail shards, inside `npm test`: the shard tests, and the
- * files whose paths cross shards most.
+ * files whose paths cross shards most (sync and folders, sends, webhooks, removal and erasure).
  * `npm run test:shards` runs the whole worker suite with three.
  */
 export default workerProject({
   name: 'worker-shards',
   shards: 3,
-  include: ['test/worker/shards/**/*.test.ts', 'test/worker/webhooks.test.ts'],
+  include: [
+    'test/worker/shards/**/*.test.ts',
+    'test/worker/webhooks.test.ts',
+    'test/worker/sync.test.ts',
+    'test/worker/sync-folders.test.ts',
+    'test/worker/send.test.ts',
+    'test/worker/erasure.test.ts',
+  ],
 });

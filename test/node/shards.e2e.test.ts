@@ -1,38 +1,20 @@
 // End to end with three mail databases (MAIL_SHARDS=3, worker/shards/): accounts on different D1
 // shards read back as one workspace while mail arrives, their webhooks called from their own shard,
 // and a removed account's mail gone. Real Postfix → Dovecot → gateway → `npm start` → a subscriber.
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectMailbox } from './connect.ts';
-import { checkEvent } from './contract.ts';
 import { endToEndSuite } from './integrity-helpers.ts';
 import { eventually } from './service.ts';
+import { startSubscriber, type SubscriberCall } from './subscriber.ts';
 
 const suite = endToEndSuite('gw-shards', { worker: { MAIL_SHARDS: '3' } });
 
-interface Call {
-  headers: IncomingHttpHeaders;
-  json: any;
-}
-const calls: Call[] = [];
-let subscriber: Server;
-let subscriberUrl: string;
+let subscriber: Awaited<ReturnType<typeof startSubscriber>>;
+let calls: SubscriberCall[] = [];
 
 beforeAll(async () => {
-  subscriber = createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8');
-    req.on('data', (chunk) => (body += chunk));
-    req.on('end', () => {
-      const json = JSON.parse(body);
-      checkEvent(json);
-      calls.push({ headers: req.headers, json });
-      res.writeHead(200).end('ok');
-    });
-  });
-  await new Promise<void>((r) => subscriber.listen(0, '127.0.0.1', () => r()));
-  const address = subscriber.address();
-  subscriberUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/hook`;
+  subscriber = await startSubscriber();
+  calls = subscriber.calls;
 });
 
 afterAll(() => subscriber?.close());
@@ -78,7 +60,7 @@ describe('three mail databases', () => {
 
   it('lists every account’s mail as one, newest first, each email once while mail arrives; webhooks for all', async () => {
     const endpoint = await suite.service.api('POST', '/webhooks/endpoints', {
-      url: subscriberUrl,
+      url: subscriber.url,
       trigger_events: ['email.new', 'account.remove'],
     });
     expect(endpoint.status, JSON.stringify(endpoint.body)).toBe(200);

@@ -1,6 +1,5 @@
 // Webhooks end to end: real Postfix → Dovecot → gateway → workerd → queue → a subscriber on loopback.
 import { createHmac } from 'node:crypto';
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
@@ -9,20 +8,14 @@ import { openImap } from '../mailserver/client.ts';
 import type { MailServer } from '../mailserver/mailserver.ts';
 import { mailboxIntent } from './connect.ts';
 import type { Schemas } from '../../client/index.ts';
-import { checkEvent } from './contract.ts';
+import { startSubscriber, type SubscriberCall } from './subscriber.ts';
 import { dumpLogsOnFailure, eventually, startEndToEnd, stopEndToEnd, type Service } from './service.ts';
-
-interface Call {
-  headers: IncomingHttpHeaders;
-  body: string;
-  json: any;
-}
 
 let mail: MailServer;
 let service: Service;
-let subscriber: Server;
+let subscriber: Awaited<ReturnType<typeof startSubscriber>>;
 let subscriberUrl: string;
-const calls: Call[] = [];
+let calls: SubscriberCall[] = [];
 let endpoint: { id: string; secret: string };
 let accountId: string;
 
@@ -67,21 +60,8 @@ async function appendOld(name: string, items: { subject: string; at: Date }[]): 
 }
 
 beforeAll(async () => {
-  subscriber = createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8');
-    req.on('data', (chunk) => (body += chunk));
-    req.on('end', () => {
-      const json = JSON.parse(body);
-      // Every call is checked against the document's `webhooks` payload of its type.
-      checkEvent(json);
-      calls.push({ headers: req.headers, body, json });
-      res.writeHead(200).end('ok');
-    });
-  });
-  await new Promise<void>((r) => subscriber.listen(0, '127.0.0.1', () => r()));
-  const address = subscriber.address();
-  subscriberUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/hook`;
+  subscriber = await startSubscriber();
+  ({ url: subscriberUrl, calls } = subscriber);
   // A short auth retry: after a refused login the gateway tries again in 2 s (default 5 min).
   ({ mail, service } = await startEndToEnd('gw-hooks', { GATEWAY_AUTH_RETRY_MS: '2000' }));
 });
@@ -338,7 +318,7 @@ describe('webhooks end to end', () => {
     expect(callsOf('account.status.errored')).toHaveLength(1);
     expect(callsOf('account.status.disconnected')).toHaveLength(1);
     // In that order.
-    const at = (c: Call) => calls.indexOf(c);
+    const at = (c: SubscriberCall) => calls.indexOf(c);
     expect(at(callsOf('account.status.disconnected')[0]!)).toBeLessThan(at(callsOf('account.status.errored')[0]!));
     expect(at(callsOf('account.status.errored')[0]!)).toBeLessThan(at(running));
 
@@ -432,22 +412,9 @@ describe('webhooks end to end', () => {
   it('a subscriber that was down recovers all 50 events it missed, in order, through GET /events?after=', {
     timeout: 300_000,
   }, async () => {
-    const received: any[] = [];
-    const server = createServer((req, res) => {
-      let body = '';
-      req.setEncoding('utf8');
-      req.on('data', (chunk) => (body += chunk));
-      req.on('end', () => {
-        const json = JSON.parse(body);
-        checkEvent(json);
-        received.push(json);
-        res.writeHead(200).end('ok');
-      });
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-    const address = server.address();
-    const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/down-and-up`;
-
+    const down = await startSubscriber();
+    const url = down.url;
+    const received = () => down.calls.map((c) => c.json);
     const carol = await eventually(
       async () => {
         const res = await service.client.POST('/api/v1/auth/intent', {
@@ -469,15 +436,12 @@ describe('webhooks end to end', () => {
       );
     try {
       await append('before the outage');
-      const last = await eventually(() => received.find((e) => e.data.subject === 'before the outage'), {
+      const last = await eventually(() => received().find((e) => e.data.subject === 'before the outage'), {
         what: 'the last event processed before the outage',
       });
 
       // The subscriber goes down (connections refused), and 50 events happen meanwhile.
-      await new Promise<void>((r) => {
-        server.close(() => r());
-        server.closeAllConnections();
-      });
+      await down.close();
       const subjects = Array.from({ length: 50 }, (_, i) => `missed ${String(i + 1).padStart(2, '0')}`);
       for (const subject of subjects) await append(subject);
       // The service tried each of them and failed: the calls wait for their retries.
@@ -491,7 +455,7 @@ describe('webhooks end to end', () => {
         },
         { what: '50 failed calls', timeoutMs: 120_000, intervalMs: 500 },
       );
-      expect(received.filter((e) => e.data.subject.startsWith('missed '))).toEqual([]);
+      expect(received().filter((e) => e.data.subject.startsWith('missed '))).toEqual([]);
 
       // Back up: everything after the last event processed, in pages, in order.
       const recovered: any[] = [];

@@ -12,9 +12,8 @@
  * per call the D1 queries, statements and subrequests (max and mean) against Cloudflare's
  * 1,000-queries and 50-subrequests limits per invocation (call-meter.ts).
  */
-import { chownSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { openImap } from '../mailserver/client.ts';
+import { fillMaildir } from '../mailserver/maildir.ts';
 import { startMailServer } from '../mailserver/mailserver.ts';
 import { connectMailbox } from '../node/connect.ts';
 import { eventually, startService, type Service } from '../node/service.ts';
@@ -53,16 +52,8 @@ export async function run(): Promise<void> {
     await creator.logout();
     await gateway.kill('SIGTERM');
 
-    // Straight into the maildir (APPEND takes tens of minutes for 100,000): Dovecot numbers them
-    // when the folder is next opened, as if a delivery agent had put them there.
     const t0 = performance.now();
-    const dir = join(mail.maildirOf('alice', 'Big'), 'new');
-    const owner = statSync(dir);
-    for (let i = 0; i < COUNT; i++) {
-      const file = join(dir, `${1_700_000_000 + i}.M${i}P1.bench`);
-      writeFileSync(file, message(i));
-      chownSync(file, owner.uid, owner.gid);
-    }
+    fillMaildir(mail, 'alice', 'Big', COUNT, message);
     console.log(`filled Big with ${COUNT} messages in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 
     service.workerLog.length = 0;

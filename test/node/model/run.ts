@@ -34,6 +34,8 @@ export interface ModelOptions {
   stopAt?: number;
   /** How long to wait for the API to agree with the server at a check. */
   quiescenceMs?: number;
+  /** The first X-Model-Id the run gives a message (the ones below are already on the server). */
+  firstModelId?: number;
   log?: (line: string) => void;
 }
 
@@ -62,7 +64,7 @@ export async function runModel(options: ModelOptions): Promise<ModelFigures> {
     user: options.user,
     client,
     random: prng(options.seed),
-    nextId: 1,
+    nextId: options.firstModelId ?? 1,
     copied: new Set(),
     counts: {},
     trace: [],
@@ -129,7 +131,7 @@ export async function runModel(options: ModelOptions): Promise<ModelFigures> {
     steps: step,
     checks,
     kills,
-    messages: ctx.nextId - 1,
+    messages: ctx.nextId - (options.firstModelId ?? 1),
     operations: ctx.counts,
     seconds: Math.round((Date.now() - started) / 1000),
     problems,

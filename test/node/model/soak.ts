@@ -4,10 +4,15 @@
  * 2 when the run's own looks at the Worker, D1 or the server kept failing (no finding about the product).
  * SOAK_WITHOUT=CONDSTORE,QRESYNC runs it against a Dovecot that does not offer those extensions;
  * SOAK_DEFAULTS=1 runs the gateway at the shipped settings (15 s poll) instead of a 1 s poll;
- * SOAK_MINUTES=n stops after n minutes (with a last check) if the steps are not done by then.
+ * SOAK_MINUTES=n stops after n minutes (with a last check) if the steps are not done by then;
+ * SOAK_BIG_FOLDER=n puts n messages in Archive before the account is connected, so the run's
+ * operations (moves, flags, expunges, UIDVALIDITY resets, kills mid-re-read) meet a folder that big.
  */
+import { openImap } from '../../mailserver/client.ts';
+import { fillMaildir } from '../../mailserver/maildir.ts';
 import { connectMailbox } from '../connect.ts';
-import { startEndToEnd, stopEndToEnd } from '../service.ts';
+import { eventually, startEndToEnd, stopEndToEnd } from '../service.ts';
+import { messageOf } from './operations.ts';
 import { runModel } from './run.ts';
 
 const steps = Number(process.argv[2] ?? 5000);
@@ -16,6 +21,9 @@ const defaults = process.env.SOAK_DEFAULTS === '1';
 const minutes = Number(process.env.SOAK_MINUTES ?? 0);
 const env: Record<string, string> = defaults ? {} : { GATEWAY_POLL_INTERVAL_MS: '1000' };
 const without = (process.env.SOAK_WITHOUT ?? '').split(',').filter(Boolean);
+const bigFolder = Number(process.env.SOAK_BIG_FOLDER ?? 0);
+/** A folder that big takes minutes to read again after a UIDVALIDITY reset at the shipped poll. */
+const quiescenceMs = bigFolder ? 900_000 : undefined;
 const { mail, service, gateway } = await startEndToEnd('gw-soak', env, { withoutCapabilities: without });
 if (without.length) console.log(`soak: Dovecot without ${without.join(', ')}`);
 if (defaults) console.log('soak: the gateway at its shipped settings (15 s poll)');
@@ -27,13 +35,32 @@ const printTails = () => {
   console.log(`--- worker (tail) ---\n${service.workerLog.slice(-200).join('\n')}`);
 };
 try {
+  if (bigFolder) {
+    const imap = await openImap(mail.info(), 'alice');
+    await imap.mailboxCreate('Archive').catch(() => undefined);
+    await imap.logout();
+    // Model ids 1…n, so the checks follow these messages like any other.
+    fillMaildir(mail, 'alice', 'Archive', bigFolder, (i) => messageOf(i + 1));
+  }
   const account = await connectMailbox(service, mail.info(), 'alice');
+  if (bigFolder) {
+    const started = Date.now();
+    const count = () =>
+      service.query<{ n: number }>('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?', account.id)[0]?.n ?? 0;
+    await eventually(async () => count() >= bigFolder, {
+      what: `${bigFolder} messages of Archive synced`,
+      timeoutMs: 3_600_000,
+      intervalMs: 2_000,
+    });
+    console.log(`soak: Archive of ${bigFolder} messages synced in ${Math.round((Date.now() - started) / 1000)} s`);
+  }
   const figures = await runModel({
     seed,
     steps,
     checkEvery: 100,
     killEvery: 150,
     ...(minutes > 0 ? { stopAt: Date.now() + minutes * 60_000 } : {}),
+    ...(bigFolder ? { firstModelId: bigFolder + 1, quiescenceMs } : {}),
     mail,
     service,
     user: 'alice',

@@ -28,6 +28,32 @@ const { mail, service, gateway } = await startEndToEnd('gw-soak', env, { without
 if (without.length) console.log(`soak: Dovecot without ${without.join(', ')}`);
 if (defaults) console.log('soak: the gateway at its shipped settings (15 s poll)');
 let exitCode = 1;
+
+/**
+ * Archive gets its messages once the account follows it (its cursor starts at the folder's UIDNEXT,
+ * so they arrive as new mail, as a delivery agent's would), and the run starts when all are synced.
+ */
+async function fillBigFolder(accountId: string): Promise<void> {
+  const imap = await openImap(mail.info(), 'alice');
+  await imap.mailboxCreate('Archive').catch(() => undefined); // there already when the server makes it
+  await imap.logout();
+  await eventually(
+    () =>
+      service.query('SELECT 1 FROM folders WHERE account_id = ? AND provider_id = ?', accountId, 'Archive').length > 0,
+    { what: 'Archive followed', timeoutMs: 60_000 },
+  );
+  fillMaildir(mail, 'alice', 'Archive', bigFolder, (i) => messageOf(i + 1));
+  const started = Date.now();
+  const count = () =>
+    service.query<{ n: number }>('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?', accountId)[0]?.n ?? 0;
+  await eventually(async () => count() >= bigFolder, {
+    what: `${bigFolder} messages of Archive synced`,
+    timeoutMs: 3_600_000,
+    intervalMs: 2_000,
+  });
+  console.log(`soak: Archive of ${bigFolder} messages synced in ${Math.round((Date.now() - started) / 1000)} s`);
+}
+
 /** What the gateways and the Worker said last: set GATEWAY_LOG_LEVEL=debug for every pass. */
 const printTails = () => {
   for (const [i, g] of service.gateways.entries())
@@ -35,25 +61,8 @@ const printTails = () => {
   console.log(`--- worker (tail) ---\n${service.workerLog.slice(-200).join('\n')}`);
 };
 try {
-  if (bigFolder) {
-    const imap = await openImap(mail.info(), 'alice');
-    await imap.mailboxCreate('Archive').catch(() => undefined);
-    await imap.logout();
-    // Model ids 1…n, so the checks follow these messages like any other.
-    fillMaildir(mail, 'alice', 'Archive', bigFolder, (i) => messageOf(i + 1));
-  }
   const account = await connectMailbox(service, mail.info(), 'alice');
-  if (bigFolder) {
-    const started = Date.now();
-    const count = () =>
-      service.query<{ n: number }>('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?', account.id)[0]?.n ?? 0;
-    await eventually(async () => count() >= bigFolder, {
-      what: `${bigFolder} messages of Archive synced`,
-      timeoutMs: 3_600_000,
-      intervalMs: 2_000,
-    });
-    console.log(`soak: Archive of ${bigFolder} messages synced in ${Math.round((Date.now() - started) / 1000)} s`);
-  }
+  if (bigFolder) await fillBigFolder(account.id);
   const figures = await runModel({
     seed,
     steps,

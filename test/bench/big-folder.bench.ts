@@ -29,7 +29,11 @@ const message = (i: number) =>
   );
 
 const emails = (service: Service, accountId: string, where = '') =>
-  service.query<{ n: number }>(`SELECT COUNT(*) AS n FROM emails WHERE account_id = ? ${where}`, accountId)[0]?.n ?? 0;
+  service.mailQuery<{ n: number }>(
+    accountId,
+    `SELECT COUNT(*) AS n FROM emails WHERE account_id = ? ${where}`,
+    accountId,
+  )[0]?.n ?? 0;
 
 /** The changes calls the Worker answered since `from` (its log), with their durations. */
 function changeCalls(service: Service, from: number): number[] {

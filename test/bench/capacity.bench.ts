@@ -41,9 +41,10 @@ function corpusFiles(): string[] {
 
 type Sizes = Map<string, number>;
 
-/** Bytes of every table and index (pages, free space in them included), by name. */
-function sizes(service: Service): Sizes {
-  const rows = service.query<{ name: string; bytes: number }>(
+/** Bytes of every table and index of the account's database (pages, free space in them included), by name. */
+function sizes(service: Service, accountId: string): Sizes {
+  const rows = service.mailQuery<{ name: string; bytes: number }>(
+    accountId,
     'SELECT name, SUM(pgsize) AS bytes FROM dbstat GROUP BY name',
   );
   return new Map(rows.map((r) => [r.name, r.bytes]));
@@ -71,13 +72,14 @@ async function measure(
   messages: Buffer[],
   mail: Parameters<typeof openImap>[0],
 ): Promise<{ count: number; growth: Sizes; accountId: string }> {
-  const before = sizes(service);
+  const before = sizes(service, accountId);
   const imap = await openImap(mail, user);
   await fill(imap, messages);
   await imap.logout();
   const gateway = service.startGateway(GATEWAY_ID, { NODE_EXTRA_CA_CERTS: caFile });
   const count = () =>
-    service.query<{ n: number }>('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?', accountId)[0]?.n ?? 0;
+    service.mailQuery<{ n: number }>(accountId, 'SELECT COUNT(*) AS n FROM emails WHERE account_id = ?', accountId)[0]
+      ?.n ?? 0;
   await eventually(async () => count() >= messages.length, {
     what: `${messages.length} emails of ${user}`,
     timeoutMs: 600_000,
@@ -85,11 +87,13 @@ async function measure(
   });
   await eventually(
     async () =>
-      (service.query<{ n: number }>('SELECT COUNT(*) AS n FROM events WHERE fanned_out_at IS NULL')[0]?.n ?? 1) === 0,
+      service
+        .queryEach<{ n: number }>('SELECT COUNT(*) AS n FROM events WHERE fanned_out_at IS NULL')
+        .every((d) => d.rows[0]?.n === 0),
     { what: 'every event fanned out', timeoutMs: 120_000, intervalMs: 200 },
   );
   await gateway.kill('SIGTERM');
-  const after = sizes(service);
+  const after = sizes(service, accountId);
   const growth: Sizes = new Map();
   for (const [name, bytes] of after) growth.set(name, bytes - (before.get(name) ?? 0));
   return { count: count(), growth, accountId };
@@ -101,7 +105,11 @@ const kb = (bytes: number) => `${(bytes / 1000).toFixed(2)} KB`;
 function columnBytes(service: Service, table: string, accountId: string): [string, number][] {
   const columns = service.query<{ name: string }>(`SELECT name FROM pragma_table_info('${table}')`).map((c) => c.name);
   const sums = columns.map((c) => `AVG(COALESCE(length(CAST("${c}" AS BLOB)), 0)) AS "${c}"`).join(', ');
-  const [row] = service.query<Record<string, number>>(`SELECT ${sums} FROM ${table} WHERE account_id = ?`, accountId);
+  const [row] = service.mailQuery<Record<string, number>>(
+    accountId,
+    `SELECT ${sums} FROM ${table} WHERE account_id = ?`,
+    accountId,
+  );
   return Object.entries(row ?? {})
     .filter(([, v]) => v >= 20)
     .sort((a, b) => b[1] - a[1]);
@@ -133,7 +141,8 @@ function report(
   for (const table of ['emails', 'events']) {
     const columns = columnBytes(service, table, run.accountId).map(([c, v]) => `${c} ${v.toFixed(0)}`);
     console.log(`  ${table} columns, average bytes per row (20 and more): ${columns.join(', ')}`);
-    const [pages] = service.query<{ pages: number; used: number; overflow: number }>(
+    const [pages] = service.mailQuery<{ pages: number; used: number; overflow: number }>(
+      run.accountId,
       `SELECT COUNT(*) AS pages, 1.0 * SUM(pgsize - unused) / SUM(pgsize) AS used,
               SUM(pagetype = 'overflow') AS overflow FROM dbstat WHERE name = ?`,
       table,

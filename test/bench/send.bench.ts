@@ -38,7 +38,8 @@ export async function run(): Promise<void> {
     const sendSeconds = (performance.now() - t0) / 1000;
     await eventually(
       () => {
-        const row = service.query<{ n: number }>(
+        const row = service.mailQuery<{ n: number }>(
+          account.id,
           "SELECT COUNT(*) AS n FROM emails WHERE account_id = ? AND origin = 'api'",
           account.id,
         )[0];

@@ -117,8 +117,11 @@ async function syncRun(
   const gateway = service.startGateway(GATEWAY_ID, { NODE_EXTRA_CA_CERTS: caFile, GATEWAY_LOG_LEVEL: 'debug' });
   await eventually(
     async () =>
-      (service.query<{ n: number }>('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?', accountId)[0]?.n ?? 0) >=
-      count,
+      (service.mailQuery<{ n: number }>(
+        accountId,
+        'SELECT COUNT(*) AS n FROM emails WHERE account_id = ?',
+        accountId,
+      )[0]?.n ?? 0) >= count,
     { what: `${count} emails in D1`, timeoutMs: 1_800_000, intervalMs: 100 },
   );
   const seconds = (performance.now() - start) / 1000;

@@ -323,6 +323,11 @@ describe('the dashboard', () => {
       await phone.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Emails' }).click();
       await phone.getByLabel('Account', { exact: true }).selectOption({ label: 'alice@example.test' });
       await phone.getByRole('button', { name: 'An HTML email with tricks', exact: true }).click();
+      // The view settles first, as for a reader: the blocked frame shown and the notice with its count,
+      // so the click does not overlap the frame's own first post.
+      await visible(phone.frameLocator('iframe.mail-frame').getByText('Hello in HTML'));
+      const notice = phone.getByText(/Remote content is blocked \(\d+ items?\)/);
+      await visible(notice);
       // The frame is posted again with remote content allowed; its images load from that document.
       const remoteFrame = phone.waitForResponse(
         (r) =>
@@ -332,6 +337,8 @@ describe('the dashboard', () => {
         { timeout: UI_TIMEOUT },
       );
       await phone.getByRole('button', { name: 'Load remote content' }).click();
+      // The click was taken (the notice goes): if the post below never comes, the frame lost it, not the click.
+      await notice.waitFor({ state: 'hidden', timeout: UI_TIMEOUT });
       expect((await remoteFrame).status()).toBe(200);
       await eventually(() => remoteHits.includes('/pixel.gif'), { what: 'the remote image, asked for' });
       expect(remoteHits.filter((hit) => hit !== '/pixel.gif' && hit !== '/background.gif')).toEqual([]);

@@ -4,7 +4,15 @@
 import type { ImapFlow } from 'imapflow';
 import { describe, expect, it } from 'vitest';
 import { connectMailbox } from './connect.ts';
-import { endToEndSuite, eventMark, eventsSince, rfc822, severalPolls, waitListed } from './integrity-helpers.ts';
+import {
+  endToEndSuite,
+  type EventMark,
+  eventMark,
+  eventsSince,
+  rfc822,
+  severalPolls,
+  waitListed,
+} from './integrity-helpers.ts';
 import { eventually } from './service.ts';
 
 const suite = endToEndSuite('gw-folders');
@@ -22,7 +30,7 @@ async function messagesIn(client: ImapFlow, path: string): Promise<number> {
 }
 
 /** Events about folders and emails since `mark`, by type, with the ids they name. */
-function eventIds(accountId: string, mark: number): Record<string, string[]> {
+function eventIds(accountId: string, mark: EventMark): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   for (const e of eventsSince(suite.service, accountId, mark)) {
     out[e.type] ??= [];

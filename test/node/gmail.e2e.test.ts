@@ -120,7 +120,8 @@ describe('a Gmail mailbox through an app password', () => {
     expect(email).toMatchObject({ provider_id: delivered.msgid, role: 'INBOX', unread: true });
     // Still one email, one email.new: the other copies only added folders.
     expect(await byMessageId(messageId)).toHaveLength(1);
-    const events = service.query<{ n: number }>(
+    const events = service.mailQuery<{ n: number }>(
+      account.id,
       "SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.new' AND data_json LIKE ?",
       account.id,
       `%${delivered.msgid}%`,

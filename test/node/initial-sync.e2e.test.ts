@@ -63,13 +63,14 @@ async function connect(name: string, days: number): Promise<{ id: string; initia
   return res.body;
 }
 
+/** Its initial-sync events, from whichever database holds them (they are about the account's row). */
 const initialSyncEvents = (accountId: string) =>
   service
-    .query<{ type: string }>(
+    .queryEach<{ type: string }>(
       "SELECT type FROM events WHERE account_id = ? AND type LIKE 'account.initial_sync.%' ORDER BY rowid",
       accountId,
     )
-    .map((r) => r.type);
+    .flatMap((d) => d.rows.map((r) => r.type));
 
 const completed = (accountId: string, timeoutMs = 60_000) =>
   eventually(async () => (await service.api('GET', `/accounts/${accountId}`)).body.initial_sync === 'completed', {
@@ -134,7 +135,8 @@ describe('initial sync', () => {
     expect(emails.find((e) => e.subject === 'inbox day 3')).toMatchObject({ role: 'INBOX', unread: false });
 
     expect(initialSyncEvents(account.id)).toEqual(['account.initial_sync.running', 'account.initial_sync.completed']);
-    const news = service.query<{ n: number }>(
+    const news = service.mailQuery<{ n: number }>(
+      account.id,
       "SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.new'",
       account.id,
     )[0]!;
@@ -161,7 +163,11 @@ describe('initial sync', () => {
 
     // A page lands whole (one change): kill as soon as the first one did.
     const stored = () =>
-      service.query<{ n: number }>('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?', account.id)[0]!.n;
+      service.mailQuery<{ n: number }>(
+        account.id,
+        'SELECT COUNT(*) AS n FROM emails WHERE account_id = ?',
+        account.id,
+      )[0]!.n;
     await eventually(async () => stored() > 0, { what: 'the pull to be under way', timeoutMs: 60_000, intervalMs: 20 });
     await gateway.kill('SIGKILL');
     const atKill = (await listAll(account.id)).length;
@@ -174,7 +180,8 @@ describe('initial sync', () => {
     expect(subjects.length).toBe(inWindow);
     expect(new Set(subjects).size).toBe(inWindow);
     expect(subjects.every((s) => s.startsWith('recent '))).toBe(true);
-    const news = service.query<{ n: number }>(
+    const news = service.mailQuery<{ n: number }>(
+      account.id,
       "SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.new'",
       account.id,
     )[0]!;

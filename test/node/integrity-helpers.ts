@@ -73,18 +73,28 @@ export function endToEndSuite(
 export const rfc822 = (subject: string, extraHeaders = '', body = `Body of ${subject}\r\n`) =>
   `From: sender@remote.test\r\nTo: someone@example.test\r\nSubject: ${subject}\r\nMessage-ID: <${createHash('sha1').update(subject).digest('hex')}@remote.test>\r\nDate: ${new Date().toUTCString()}\r\n${extraHeaders}\r\n${body}`;
 
-/** The newest event row so far (a rowid of `events`), to read what came after. */
-export const eventMark = (service: Service): number =>
-  service.query<{ m: number | null }>('SELECT MAX(rowid) AS m FROM events')[0]?.m ?? 0;
+/** The newest event row so far in each database (rowids of `events` by binding), to read what came after. */
+export type EventMark = Map<string, number>;
 
-/** Events of an account written after `mark`. */
-export function eventsSince(service: Service, accountId: string, mark: number): { type: string; data: any }[] {
+export const eventMark = (service: Service): EventMark =>
+  new Map(
+    service
+      .queryEach<{ m: number | null }>('SELECT MAX(rowid) AS m FROM events')
+      .map(({ database, rows }) => [database, rows[0]?.m ?? 0]),
+  );
+
+/**
+ * Events of an account written after `mark`, oldest first: its mail events (its shard) and those of
+ * its own row (the directory), read from every database so that a removed account's are found too.
+ */
+export function eventsSince(service: Service, accountId: string, mark: EventMark): { type: string; data: any }[] {
   return service
-    .query<{ type: string; data_json: string }>(
-      'SELECT type, data_json FROM events WHERE account_id = ? AND rowid > ? ORDER BY rowid',
+    .queryEach<{ n: number; type: string; data_json: string; created_at: string }>(
+      'SELECT rowid AS n, type, data_json, created_at FROM events WHERE account_id = ? ORDER BY rowid',
       accountId,
-      mark,
     )
+    .flatMap(({ database, rows }) => rows.filter((e) => e.n > (mark.get(database) ?? 0)))
+    .sort((a, b) => a.created_at.localeCompare(b.created_at)) // stable: each database's rows stay in rowid order
     .map((e) => ({ type: e.type, data: JSON.parse(e.data_json) }));
 }
 

@@ -12,14 +12,16 @@ const suite = endToEndSuite('gw-no-qresync', {
 });
 
 const folderId = (accountId: string, path: string) =>
-  suite.service.query<{ id: string }>(
+  suite.service.mailQuery<{ id: string }>(
+    accountId,
     'SELECT id FROM folders WHERE account_id = ? AND provider_id = ?',
     accountId,
     path,
   )[0]?.id;
 
-const placesOf = (emailId: string) =>
-  suite.service.query<{ folder_id: string; uid: number }>(
+const placesOf = (accountId: string, emailId: string) =>
+  suite.service.mailQuery<{ folder_id: string; uid: number }>(
+    accountId,
     'SELECT folder_id, uid FROM email_folders WHERE email_id = ?',
     emailId,
   );
@@ -42,10 +44,13 @@ describe('without QRESYNC', () => {
     await client.mailboxOpen('INBOX');
     const [inInbox] = (await client.search({ header: { subject: 'out and back' } }, { uid: true })) as number[];
     await client.messageMove(String(inInbox), 'Projects', { uid: true });
-    await eventually(() => placesOf(email.id).length === 1 && placesOf(email.id)[0]!.folder_id === projects, {
-      what: 'the move relayed',
-      timeoutMs: 30_000,
-    });
+    await eventually(
+      () => placesOf(account.id, email.id).length === 1 && placesOf(account.id, email.id)[0]!.folder_id === projects,
+      {
+        what: 'the move relayed',
+        timeoutMs: 30_000,
+      },
+    );
     // At once (Projects is polled every 15 s): out to Elsewhere and back, under a new UID.
     await client.mailboxOpen('Projects');
     const [first] = (await client.search({ header: { subject: 'out and back' } }, { uid: true })) as number[];
@@ -60,7 +65,8 @@ describe('without QRESYNC', () => {
     // The next poll relays the new UID; an email left in no folder would be deleted 10 s after.
     await eventually(
       () =>
-        suite.service.query<{ n: number }>(
+        suite.service.mailQuery<{ n: number }>(
+          account.id,
           'SELECT COUNT(*) AS n FROM email_folders WHERE folder_id = ? AND uid = ?',
           projects,
           back!,

@@ -55,7 +55,8 @@ describe('a send owned by the account object', () => {
     rig.proxy.threshold = 8_000;
     const run = `queued-${Date.now()}`;
     const outgoingRows = (outcome = '%') =>
-      rig.service.query<{ n: number }>(
+      rig.service.mailQuery<{ n: number }>(
+        rig.alice.id,
         'SELECT COUNT(*) AS n FROM outgoing_messages WHERE account_id = ? AND outcome LIKE ?',
         rig.alice.id,
         outcome,

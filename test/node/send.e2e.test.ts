@@ -74,7 +74,8 @@ const header = (raw: string, name: string) =>
     .trim();
 const events = (type: string) =>
   service
-    .query<{ data_json: string }>(
+    .mailQuery<{ data_json: string }>(
+      alice.id,
       'SELECT data_json FROM events WHERE account_id = ? AND type = ? ORDER BY created_at',
       alice.id,
       type,
@@ -432,9 +433,9 @@ describe('mailbox actions', () => {
     const [archiveUid] = await uidsWithSubject(aliceImap, 'Archive', 'act on me');
     expect(archiveUid).toBeTruthy();
     expect((await flagsOf(aliceImap, 'Archive', archiveUid!)).has('\\Flagged')).toBe(true);
-    expect(service.query<{ uid: number }>('SELECT uid FROM email_folders WHERE email_id = ?', email.id)).toEqual([
-      { uid: archiveUid },
-    ]);
+    expect(
+      service.mailQuery<{ uid: number }>(alice.id, 'SELECT uid FROM email_folders WHERE email_id = ?', email.id),
+    ).toEqual([{ uid: archiveUid }]);
 
     const deleted = await service.api('DELETE', `/emails/${email.id}`);
     expect(deleted.body).toEqual({ object: 'EmailDeleted', id: email.id });

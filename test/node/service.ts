@@ -1,11 +1,11 @@
 /**
  * The whole service for end-to-end tests, started the way a user starts it: `npm start` (wrangler
  * dev: real workerd, local D1/R2/Queues) with its own state folder and port, plus gateway processes
- * the test controls (so it can kill -9 one). Also reads the local D1 file directly, for assertions
- * about what is stored.
+ * the test controls (so it can kill -9 one). Also reads the local D1 files directly, for assertions
+ * about what is stored: each by the binding it is (DB, the directory; MAIL_DB_2, … with MAIL_SHARDS).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,8 +39,15 @@ export interface Service {
   listEmails(accountId: string): Promise<any[]>;
   /** Stop `npm start` and start it again on the same port and state, with these environment changes. */
   restartWorker(workerEnv?: Record<string, string>): Promise<void>;
-  /** Run a read-only query on the local D1 database files (with mail shards: the rows of every database, one after another). */
+  /** A read-only query on the directory database (DB): accounts, API keys, endpoints, gateways, events of no account or of an account's own row. */
   query<T = Record<string, unknown>>(sql: string, ...params: (string | number)[]): T[];
+  /** A read-only query on the database holding `accountId`'s mail (its shard, `accounts.shard`): emails, folders, its mail events, sends. */
+  mailQuery<T = Record<string, unknown>>(accountId: string, sql: string, ...params: (string | number)[]): T[];
+  /** A read-only query on every database, DB first then MAIL_DB_2, …: each one's binding and rows (totals, "gone everywhere"). */
+  queryEach<T = Record<string, unknown>>(
+    sql: string,
+    ...params: (string | number)[]
+  ): { database: string; rows: T[] }[];
   stop(): Promise<void>;
 }
 
@@ -118,7 +125,13 @@ export async function startService(
   let worker = await startWorker(env);
 
   const gateways: GatewayProcess[] = [];
-  let dbs: DatabaseSync[] | null = null;
+  let dbs: Map<string, DatabaseSync> | null = null;
+  const openDatabases = () => (dbs ??= openD1Files(stateDir));
+  const database = (binding: string) => {
+    const db = openDatabases().get(binding);
+    if (!db) throw new Error(`no local D1 file for ${binding} (databases: ${[...openDatabases().keys()].join(', ')})`);
+    return db;
+  };
 
   const service: Service = {
     base,
@@ -188,18 +201,25 @@ export async function startService(
       return out;
     },
     query(sql, ...params) {
-      if (!dbs) {
-        const dir = join(stateDir, 'v3', 'd1', 'miniflare-D1DatabaseObject');
-        const files = readdirSync(dir).filter((f) => f.endsWith('.sqlite') && f !== 'metadata.sqlite');
-        if (files.length === 0) throw new Error(`no D1 database file in ${dir}`);
-        // workerd writes the files meanwhile: wait for a write lock rather than fail at once.
-        dbs = files.map((file) => new DatabaseSync(join(dir, file), { readOnly: true, timeout: 10_000 }));
-      }
-      // With mail shards (MAIL_SHARDS) there is a file per database: the rows of all of them.
-      return dbs.flatMap((db) => db.prepare(sql).all(...params) as any[]);
+      return database(DIRECTORY)
+        .prepare(sql)
+        .all(...params) as any[];
+    },
+    mailQuery(accountId, sql, ...params) {
+      const [account] = service.query<{ shard: string | null }>('SELECT shard FROM accounts WHERE id = ?', accountId);
+      if (!account) throw new Error(`mailQuery: no account ${accountId} in the directory (removed? use queryEach)`);
+      return database(account.shard ?? DIRECTORY)
+        .prepare(sql)
+        .all(...params) as any[];
+    },
+    queryEach(sql, ...params) {
+      return [...openDatabases()].map(([name, db]) => ({
+        database: name,
+        rows: db.prepare(sql).all(...params) as any[],
+      }));
     },
     async restartWorker(workerEnv) {
-      for (const db of dbs ?? []) db.close();
+      for (const db of dbs?.values() ?? []) db.close();
       dbs = null;
       await stopWorker();
       worker = await startWorker({ ...env, ...(workerEnv ?? {}) });
@@ -208,13 +228,45 @@ export async function startService(
     client: createMailboxClient({ baseUrl: base, apiKey: adminKey, fetch: checkedFetch() }),
     fetch: checkedFetch(),
     async stop() {
-      for (const db of dbs ?? []) db.close();
+      for (const db of dbs?.values() ?? []) db.close();
       await Promise.all(gateways.map((g) => g.kill('SIGKILL')));
       await stopWorker();
       rmSync(stateDir, { recursive: true, force: true });
     },
   };
   return service;
+}
+
+const DIRECTORY = 'DB';
+/** The mail shard bindings `npm start` can make (MAIL_SHARDS=n: DB, MAIL_DB_2 … MAIL_DB_n). */
+const SHARD_BINDINGS = [DIRECTORY, ...Array.from({ length: 63 }, (_, i) => `MAIL_DB_${i + 2}`)];
+
+/**
+ * The file name miniflare gives a local D1 database: its Durable Object id for the database id, which
+ * for a binding without `database_id` (wrangler.toml, and the shards npm start adds) is the binding.
+ */
+function d1FileName(databaseId: string): string {
+  const key = createHash('sha256').update('miniflare-D1DatabaseObject').digest();
+  const name = createHmac('sha256', key).update(databaseId).digest().subarray(0, 16);
+  const check = createHmac('sha256', key).update(name).digest().subarray(0, 16);
+  return `${Buffer.concat([name, check]).toString('hex')}.sqlite`;
+}
+
+/** The local D1 files of a state folder by binding, DB first; a file that is no known binding is an error, not a guess. */
+function openD1Files(stateDir: string): Map<string, DatabaseSync> {
+  const dir = join(stateDir, 'v3', 'd1', 'miniflare-D1DatabaseObject');
+  const files = readdirSync(dir).filter((f) => f.endsWith('.sqlite') && f !== 'metadata.sqlite');
+  const byFile = new Map(SHARD_BINDINGS.map((binding) => [d1FileName(binding), binding]));
+  const unknown = files.filter((f) => !byFile.has(f));
+  if (unknown.length > 0) throw new Error(`D1 files of no known binding in ${dir}: ${unknown.join(', ')}`);
+  if (!files.includes(d1FileName(DIRECTORY))) throw new Error(`no D1 file for DB in ${dir}`);
+  const out = new Map<string, DatabaseSync>();
+  for (const binding of SHARD_BINDINGS) {
+    const file = d1FileName(binding);
+    // workerd writes the files meanwhile: wait for a write lock rather than fail at once.
+    if (files.includes(file)) out.set(binding, new DatabaseSync(join(dir, file), { readOnly: true, timeout: 10_000 }));
+  }
+  return out;
 }
 
 /** Poll `probe` until it returns a truthy value; the last value (or error) is reported on timeout. */

@@ -152,7 +152,8 @@ describe('messages', () => {
     // The re-read is over once no membership is stale any more.
     await eventually(
       () =>
-        suite.service.query<{ n: number }>(
+        suite.service.mailQuery<{ n: number }>(
+          dave.id,
           'SELECT COUNT(*) AS n FROM email_folders WHERE account_id = ? AND uid < 0',
           dave.id,
         )[0]?.n === 0,

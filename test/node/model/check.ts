@@ -48,13 +48,18 @@ export async function readServer(client: ImapFlow): Promise<Instance[]> {
 }
 
 function readStored(service: Service, accountId: string): { memberships: Stored[]; emails: number } {
-  const memberships = service.query<Stored>(
+  const memberships = service.mailQuery<Stored>(
+    accountId,
     `SELECT f.provider_id AS path, ef.uid, e.id AS email_id, e.subject, e.unread, e.starred
      FROM email_folders ef JOIN folders f ON f.id = ef.folder_id JOIN emails e ON e.id = ef.email_id
      WHERE ef.account_id = ?`,
     accountId,
   );
-  const emails = service.query<{ n: number }>('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?', accountId)[0]!.n;
+  const emails = service.mailQuery<{ n: number }>(
+    accountId,
+    'SELECT COUNT(*) AS n FROM emails WHERE account_id = ?',
+    accountId,
+  )[0]!.n;
   return { memberships, emails };
 }
 
@@ -113,13 +118,16 @@ export function singleInstanceIds(server: Instance[], service: Service, accountI
 
 /** Events that lied: a delete of an email that is still there, a second email.new (or email.draft.new) for one email, an email without one. */
 export function eventProblems(service: Service, accountId: string): string[] {
-  const events = service.query<{ type: string; id: string }>(
+  const events = service.mailQuery<{ type: string; id: string }>(
+    accountId,
     `SELECT type, json_extract(data_json, '$.id') AS id FROM events WHERE account_id = ?
      AND type IN ('email.new', 'email.draft.new', 'email.delete', 'email.draft.delete')`,
     accountId,
   );
   const present = new Set(
-    service.query<{ id: string }>('SELECT id FROM emails WHERE account_id = ?', accountId).map((r) => r.id),
+    service
+      .mailQuery<{ id: string }>(accountId, 'SELECT id FROM emails WHERE account_id = ?', accountId)
+      .map((r) => r.id),
   );
   const problems: string[] = [];
   const news = new Map<string, number>();

@@ -165,7 +165,7 @@ async function check(
     const was = before.get(modelId);
     if (was && was !== emailId && !copied.has(modelId)) {
       problems.push(`model ${modelId} changed its email id: ${was} → ${emailId}`);
-      problems.push(...eventsOf(options.service, [was, emailId]));
+      problems.push(...eventsOf(options.service, options.accountId, [was, emailId]));
     }
   }
   problems.push(...(await look('the events in D1', () => eventProblems(service, accountId))));
@@ -173,8 +173,11 @@ async function check(
   const stored = await look(
     'D1',
     () =>
-      new Set(service.query<{ id: string }>('SELECT id FROM emails WHERE account_id = ?', accountId).map((r) => r.id))
-        .size,
+      new Set(
+        service
+          .mailQuery<{ id: string }>(accountId, 'SELECT id FROM emails WHERE account_id = ?', accountId)
+          .map((r) => r.id),
+      ).size,
   );
   if (listed !== stored) problems.push(`GET /emails lists ${listed} emails, D1 holds ${stored}`);
   if (problems.length) {
@@ -186,7 +189,8 @@ async function check(
     if (account?.last_error) problems.push(`account ${account.status}, last_error: ${account.last_error}`);
     // Where the API has a missing message now (stale memberships have negative UIDs), and what it said of it.
     for (const modelId of new Set(diff.flatMap((p) => /^missing: .* \(model (\d+)\)$/.exec(p)?.[1] ?? []))) {
-      const emails = options.service.query<{ id: string; places: string | null }>(
+      const emails = options.service.mailQuery<{ id: string; places: string | null }>(
+        options.accountId,
         `SELECT e.id, (SELECT group_concat(f.provider_id || '#' || ef.uid) FROM email_folders ef
            JOIN folders f ON f.id = ef.folder_id WHERE ef.email_id = e.id) AS places
          FROM emails e WHERE e.account_id = ? AND e.subject = ?`,
@@ -197,6 +201,7 @@ async function check(
       problems.push(
         ...eventsOf(
           options.service,
+          options.accountId,
           emails.map((e) => e.id),
         ),
       );
@@ -206,10 +211,11 @@ async function check(
 }
 
 /** The email events of some emails, oldest first: what the API said happened to them. */
-function eventsOf(service: Service, emailIds: string[]): string[] {
+function eventsOf(service: Service, accountId: string, emailIds: string[]): string[] {
   return emailIds.flatMap((id) =>
     service
-      .query<{ type: string; folders: string; created_at: string }>(
+      .mailQuery<{ type: string; folders: string; created_at: string }>(
+        accountId,
         `SELECT type, json_extract(data_json, '$.folder_ids') AS folders, created_at FROM events
          WHERE json_extract(data_json, '$.id') = ? ORDER BY rowid`,
         id,

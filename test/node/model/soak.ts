@@ -39,13 +39,19 @@ async function fillBigFolder(accountId: string): Promise<void> {
   await imap.logout();
   await eventually(
     () =>
-      service.query('SELECT 1 FROM folders WHERE account_id = ? AND provider_id = ?', accountId, 'Archive').length > 0,
+      service.mailQuery(
+        accountId,
+        'SELECT 1 FROM folders WHERE account_id = ? AND provider_id = ?',
+        accountId,
+        'Archive',
+      ).length > 0,
     { what: 'Archive followed', timeoutMs: 60_000 },
   );
   fillMaildir(mail, 'alice', 'Archive', bigFolder, (i) => messageOf(i + 1));
   const started = Date.now();
   const count = () =>
-    service.query<{ n: number }>('SELECT COUNT(*) AS n FROM emails WHERE account_id = ?', accountId)[0]?.n ?? 0;
+    service.mailQuery<{ n: number }>(accountId, 'SELECT COUNT(*) AS n FROM emails WHERE account_id = ?', accountId)[0]
+      ?.n ?? 0;
   await eventually(async () => count() >= bigFolder, {
     what: `${bigFolder} messages of Archive synced`,
     timeoutMs: 3_600_000,

@@ -22,3 +22,24 @@ export function relayCheck<K extends RelayCheckedName>(name: K): (value: unknown
     return value as RelayChecked<K>;
   };
 }
+
+/**
+ * A JSON body checked against its relay schema. The problem named never quotes the body (a lease
+ * answer carries passwords): the parser's own message would, so it is left out.
+ */
+export function parseChecked<T>(
+  text: string,
+  check: (value: unknown) => T,
+): { ok: true; value: T } | { ok: false; problem: string } {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return { ok: false, problem: 'not JSON' };
+  }
+  try {
+    return { ok: true, value: check(value) };
+  } catch (err) {
+    return { ok: false, problem: err instanceof Error ? err.message : String(err) };
+  }
+}

@@ -1,6 +1,6 @@
 /**
- * The gateway's side of common/relay.ts: signed JSON POSTs to the Worker, and the control
- * WebSocket on which the Worker sends requests.
+ * The gateway's side of common/relay.ts: signed JSON POSTs to the Worker (retried with backoff),
+ * and the control WebSocket on which the Worker sends requests (control-socket.ts).
  */
 import type {
   AccountStatus,
@@ -8,7 +8,6 @@ import type {
   ChangesRequest,
   ChangesResponse,
   GatewayRequest,
-  GatewayToWorker,
   HeartbeatRequest,
   HeartbeatResponse,
   LeaseRequest,
@@ -17,23 +16,21 @@ import type {
   ReleaseRequest,
   SendOutcome,
   StatusRequest,
-  WorkerToGateway,
 } from '../common/relay.ts';
 import { GATEWAY_ID_IN_USE_TYPE, LEASE_LOST_TYPE, STAGE_PART_BYTES } from '../common/relay-limits.ts';
-import { relayCheck } from './relay-checks.ts';
+import { parseChecked, relayCheck } from './relay-checks.ts';
+import { ControlSocket } from './control-socket.ts';
 import { randomUUID } from 'node:crypto';
-import { DEAD_AFTER_MS, PING, PING_INTERVAL_MS, PONG } from '../common/heartbeat.ts';
 import { GATEWAY_SIGNATURE_HEADER, signRequest } from '../common/signing.ts';
 import { backoffDelay, sleep } from './async.ts';
-import { GatewayError, WorkerFailure } from './errors.ts';
-import { errorFields, type Logger } from './log.ts';
+import { WorkerFailure } from './errors.ts';
+import type { Logger } from './log.ts';
 import { countRelayed, countWorkerCall } from './metrics.ts';
 import { nextStamp } from './stamps.ts';
 import { GATEWAY_VERSION } from './version.ts';
 
 const REQUEST_TIMEOUT_MS = 60_000;
 /** How long a control request's answer is kept for a repeat of the same request id. */
-const REMEMBER_ANSWERS_MS = 10 * 60_000;
 const RETRY_MIN_MS = 250;
 const RETRY_MAX_MS = 30_000;
 
@@ -43,7 +40,6 @@ const checkChangesResponse = relayCheck('ChangesResponse');
 const checkOutgoingMessage = relayCheck('OutgoingMessage');
 const checkStagedUpload = relayCheck('StagedUpload');
 const checkStagedPart = relayCheck('StagedPart');
-const checkWorkerToGateway = relayCheck('WorkerToGateway');
 
 /** A non-retryable answer (4xx) from the Worker. */
 export class WorkerHttpError extends WorkerFailure {
@@ -96,8 +92,7 @@ export class WorkerClient {
   #log: Logger;
   /** Each account's stream of change batches, for calls without a session's own (see `changes`). */
   #streams = new Map<string, ChangeStream>();
-  /** Control requests by id: running, or answered (kept REMEMBER_ANSWERS_MS). */
-  #requests = new Map<string, { reply: Promise<GatewayToWorker>; finishedAt: number | null }>();
+  #control: ControlSocket | null = null;
 
   constructor(opts: { workerUrl: URL; secret: string; gatewayId: string; log: Logger }) {
     this.#base = opts.workerUrl;
@@ -280,151 +275,22 @@ export class WorkerClient {
   }
 
   /**
-   * Keeps the control WebSocket open until `signal` aborts, reconnecting with backoff and jitter.
-   * Every request is handed to `handle`; its result (or GatewayError) is the answer.
+   * Keeps the control WebSocket open until `signal` aborts, reconnecting with backoff and jitter
+   * (gateway/control-socket.ts). Every request is handed to `handle`; its result (or GatewayError) is the answer.
    */
-  async runControlSocket(
+  runControlSocket(
     handle: (request: GatewayRequest) => Promise<unknown>,
     signal: AbortSignal,
-    retry = { minMs: 1_000, maxMs: 60_000 },
+    retry?: { minMs: number; maxMs: number },
   ): Promise<void> {
-    for (let attempt = 0; !signal.aborted; ) {
-      const opened = await this.#connectOnce(handle, signal);
-      attempt = opened ? 0 : attempt + 1;
-      if (signal.aborted) break;
-      await sleep(backoffDelay(attempt, retry.minMs, retry.maxMs), signal);
-    }
-  }
-
-  /**
-   * One socket's life; resolves when it closes or is found dead, with whether it had opened. The
-   * upgrade is signed in headers with a one-time nonce (nothing replayable in the URL). Every
-   * PING_INTERVAL_MS it pings; DEAD_AFTER_MS without a word from the Worker (a silently dropped
-   * connection) ends it without waiting for a close handshake that will never come.
-   */
-  async #connectOnce(handle: (request: GatewayRequest) => Promise<unknown>, signal: AbortSignal): Promise<boolean> {
-    const url = new URL('/internal/gateway/connect', this.#base);
-    url.search = new URLSearchParams({ gateway_id: this.gatewayId, instance: this.instance }).toString();
-    const signature = await signRequest(this.#secret, { method: 'GET', path: url.pathname + url.search, body: '' });
-    url.protocol = this.#base.protocol === 'https:' ? 'wss:' : 'ws:';
-    const ws = new WebSocket(url, { headers: { [GATEWAY_SIGNATURE_HEADER]: signature } });
-    let opened = false;
-    let heardAt = Date.now();
-    let ended: (why: string) => void = () => {};
-    const end = new Promise<string>((resolve) => {
-      ended = resolve;
+    this.#control ??= new ControlSocket({
+      base: this.#base,
+      secret: this.#secret,
+      gatewayId: this.gatewayId,
+      instance: this.instance,
+      log: this.#log,
     });
-    // 1000: a client may not send 1001 (undici throws); the Worker takes 1000 as a clean close too.
-    // A stopping gateway does not wait for the close handshake.
-    const onAbort = () => {
-      ws.close(1000, 'gateway stopping');
-      ended('stopping');
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-    ws.addEventListener('open', () => {
-      opened = true;
-      heardAt = Date.now();
-      this.#log.info('control socket open');
-    });
-    ws.addEventListener('message', (event) => {
-      heardAt = Date.now();
-      if (event.data === PONG) return;
-      void this.#answer(ws, event.data, handle);
-    });
-    ws.addEventListener('close', () => ended('closed'), { once: true });
-    const heartbeat = setInterval(() => {
-      if (Date.now() - heardAt > DEAD_AFTER_MS) {
-        ended('no heartbeat');
-        return;
-      }
-      if (ws.readyState === WebSocket.OPEN) ws.send(PING);
-    }, PING_INTERVAL_MS);
-    const why = await end;
-    clearInterval(heartbeat);
-    signal.removeEventListener('abort', onAbort);
-    if (why !== 'closed' && why !== 'stopping') {
-      // Half-open: a close frame would wait for an answer that never comes. Let it go in the background.
-      try {
-        ws.close(4000, why);
-      } catch {
-        // already closing
-      }
-    }
-    if (!signal.aborted) this.#log.warn(opened ? `control socket ${why}` : 'control socket could not connect');
-    return opened;
-  }
-
-  /**
-   * Answers a request. A request id seen before (the Worker sends a request again on a new socket
-   * when the old one died before answering) gets the first run's answer: it is never run twice.
-   */
-  async #answer(ws: WebSocket, data: unknown, handle: (request: GatewayRequest) => Promise<unknown>): Promise<void> {
-    const parsed = parseChecked(String(data), checkWorkerToGateway);
-    if (!parsed.ok) {
-      this.#log.warn('control socket: ignored a malformed message', { problem: parsed.problem.slice(0, 200) });
-      return;
-    }
-    const message = parsed.value;
-    this.#forgetOldRequests();
-    let run = this.#requests.get(message.id);
-    if (!run) {
-      run = { reply: this.#run(message, handle), finishedAt: null };
-      const entry = run;
-      void entry.reply.then(() => {
-        entry.finishedAt = Date.now();
-      });
-      this.#requests.set(message.id, run);
-    }
-    const reply = await run.reply;
-    if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(reply));
-  }
-
-  async #run(
-    message: WorkerToGateway,
-    handle: (request: GatewayRequest) => Promise<unknown>,
-  ): Promise<GatewayToWorker> {
-    try {
-      return { type: 'response', id: message.id, ok: true, result: await handle(message.request) };
-    } catch (err) {
-      const known = err instanceof GatewayError;
-      if (!known) this.#log.error('control request failed', { op: message.request.op, ...errorFields(err) });
-      return {
-        type: 'response',
-        id: message.id,
-        ok: false,
-        error: known
-          ? { kind: err.kind, detail: err.message, ...(err.mayHaveSent ? { may_have_sent: true } : {}) }
-          : { kind: 'unexpected_error', detail: 'the gateway failed to handle the request' },
-      };
-    }
-  }
-
-  /** Answers are kept long enough for any re-sent request (the Worker gives up on a request within minutes). */
-  #forgetOldRequests(): void {
-    const before = Date.now() - REMEMBER_ANSWERS_MS;
-    for (const [id, run] of this.#requests)
-      if (run.finishedAt !== null && run.finishedAt < before) this.#requests.delete(id);
-  }
-}
-
-/**
- * A JSON body checked against its relay schema. The problem named never quotes the body (a lease
- * answer carries passwords): the parser's own message would, so it is left out.
- */
-function parseChecked<T>(
-  text: string,
-  check: (value: unknown) => T,
-): { ok: true; value: T } | { ok: false; problem: string } {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return { ok: false, problem: 'not JSON' };
-  }
-  try {
-    return { ok: true, value: check(value) };
-  } catch (err) {
-    return { ok: false, problem: err instanceof Error ? err.message : String(err) };
+    return this.#control.run(handle, signal, retry);
   }
 }
 

@@ -156,6 +156,12 @@ function report(
   console.log(
     `  emails per GB: ${Math.floor(1e9 / perEmail).toLocaleString('en')}; per 10 GB database: ${Math.floor(DATABASE_BYTES / perEmail).toLocaleString('en')}`,
   );
+  // The outbox keeps an event and its webhook calls 30 days: a mailbox's older mail holds none.
+  const outbox = (byTable.get('events') ?? 0) + (byTable.get('webhook_conversations') ?? 0);
+  const kept = (total - outbox) / count;
+  console.log(
+    `  after the outbox's 30 days   ${kb(kept).padStart(10)} per email; per 10 GB database: ${Math.floor(DATABASE_BYTES / kept).toLocaleString('en')}`,
+  );
   return perEmail;
 }
 

@@ -84,17 +84,17 @@ export const eventMark = (service: Service): EventMark =>
   );
 
 /**
- * Events of an account written after `mark`, oldest first: its mail events (its shard) and those of
- * its own row (the directory), read from every database so that a removed account's are found too.
+ * Events of an account written after `mark`: those of its own row (the directory) first, then its mail
+ * events (its shard), each database's in the order written; read from every database so that a
+ * removed account's are found too.
  */
 export function eventsSince(service: Service, accountId: string, mark: EventMark): { type: string; data: any }[] {
   return service
-    .queryEach<{ n: number; type: string; data_json: string; created_at: string }>(
-      'SELECT rowid AS n, type, data_json, created_at FROM events WHERE account_id = ? ORDER BY rowid',
+    .queryEach<{ n: number; type: string; data_json: string }>(
+      'SELECT rowid AS n, type, data_json FROM events WHERE account_id = ? ORDER BY rowid',
       accountId,
     )
     .flatMap(({ database, rows }) => rows.filter((e) => e.n > (mark.get(database) ?? 0)))
-    .sort((a, b) => a.created_at.localeCompare(b.created_at)) // stable: each database's rows stay in rowid order
     .map((e) => ({ type: e.type, data: JSON.parse(e.data_json) }));
 }
 

@@ -101,6 +101,16 @@ interface GatewayLine {
   messages?: number;
 }
 
+/** The account object's `sync stats` line (worker/sync/stats.ts): ms per stage of its apply. */
+interface ApplyStats {
+  applyMs: number;
+  parseMs: number;
+  lookupMs: number;
+  buildMs: number;
+  r2Ms: number;
+  d1Ms: number;
+}
+
 interface MeterTotals {
   statements: number;
   writes: number;
@@ -151,12 +161,12 @@ export async function run(): Promise<void> {
   try {
     const alice = mail.users.find((u) => u.user === 'alice')!;
     let meter: MeterTotals = { statements: 0, writes: 0, rows_written: 0, invocations: {} };
-    const applies: { at: number; applyMs: number }[] = [];
+    const applies: ({ at: number } & ApplyStats)[] = [];
     tap(service.workerLog, (line, at) => {
       const d1 = /d1 meter (\{.*\})/.exec(line);
       if (d1) meter = JSON.parse(d1[1]!) as MeterTotals;
       const stats = /sync stats (\{.*\})/.exec(line);
-      if (stats) applies.push({ at, applyMs: (JSON.parse(stats[1]!) as { applyMs: number }).applyMs });
+      if (stats) applies.push({ at, ...(JSON.parse(stats[1]!) as ApplyStats) });
     });
     const metricsPort = await freePort();
     // Debug logging: per relayed pass, the time from IDLE notification to the Worker's acknowledgement.
@@ -227,6 +237,9 @@ export async function run(): Promise<void> {
         fetch: [],
         toEvent: [],
         apply: [],
+        applyLookup: [],
+        applyR2: [],
+        applyD1: [],
         delivery: [],
         answer: [],
       };
@@ -277,7 +290,12 @@ export async function run(): Promise<void> {
           rows.answer!.push(relay.roundTrip);
         }
         rows.delivery!.push(hookAt - hook.madeAt);
-        if (apply) rows.apply!.push(apply.applyMs);
+        if (apply) {
+          rows.apply!.push(apply.applyMs);
+          rows.applyLookup!.push(apply.lookupMs);
+          rows.applyR2!.push(apply.r2Ms);
+          rows.applyD1!.push(apply.d1Ms);
+        }
         const wait = GAP_MS + spread(i) - (now() - sentAt);
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         if (i % 10 === 9) {
@@ -306,6 +324,9 @@ export async function run(): Promise<void> {
       console.log(summary('  Worker: change sent -> event made (object)', rows.toEvent!));
       console.log(summary('  delivery: event made -> subscriber', rows.delivery!));
       console.log(summary("  (the object's whole apply)", rows.apply!));
+      console.log(summary('    of which D1 reads before deciding', rows.applyLookup!));
+      console.log(summary('    of which R2 writes', rows.applyR2!));
+      console.log(summary('    of which D1 batches (the commit)', rows.applyD1!));
       console.log(summary("  (the Worker's answer to the change)", rows.answer!));
       console.log(
         `gateway event-loop delay meanwhile (per 10 messages) p50/p99/max ms: ${lags.map((l) => l.map((v) => v.toFixed(0)).join('/')).join(', ')}`,

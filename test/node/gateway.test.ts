@@ -568,6 +568,7 @@ describe('new mail while a poll holds the IDLE connection', () => {
   const ACC = 'acc_bob_poll';
   const GATEWAY = 'gw-poll';
   let proxy: ImapProxy;
+  let gateway: GatewayProcess;
 
   beforeAll(async () => {
     // Plain text through a proxy that sees the gateway's commands and can hold one back.
@@ -576,11 +577,14 @@ describe('new mail while a poll holds the IDLE connection', () => {
     config.imap = { ...config.imap, port: proxy.port, encryption: 'NONE' };
     const { folders } = await verifyMailbox(configFor('bob'));
     worker.addAccount(ACC, config, baselineCursors(folders), { onlyGateway: GATEWAY });
-    startGateway({ GATEWAY_ID: GATEWAY });
+    gateway = startGateway({ GATEWAY_ID: GATEWAY });
     await waitForStatus(ACC, 'running');
   });
 
-  afterAll(() => proxy?.close());
+  afterAll(async () => {
+    await gateway?.stop();
+    proxy?.close();
+  });
 
   it("fetches a message saved during the poll from the poll's own answer, before going back to IDLE", async () => {
     // The poll leaves IDLE (DONE) for its commands (a pass would begin with STATUS): its first one is

@@ -18,6 +18,7 @@ import { startMailServer, type MailServer } from '../mailserver/mailserver.ts';
 import { findUser, openImap, readCa } from '../mailserver/client.ts';
 import { baselineCursors, FakeWorker, type RecordedChange } from './fake-worker.ts';
 import { freePort } from './helpers.ts';
+import { imapProxy, type ImapProxy } from './imap-proxy.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const SECRET = `test-secret-${randomUUID()}`;
@@ -560,6 +561,49 @@ describe('a server without MOVE (another client moves with COPY, then EXPUNGE)',
     ]);
     const vanished = await waitForVanished(ACC, 'INBOX', original.uid, 10_000);
     expect(worker.changes.indexOf(copy.record)).toBeLessThan(worker.changes.indexOf(vanished));
+  });
+});
+
+describe('new mail while a poll holds the IDLE connection', () => {
+  const ACC = 'acc_bob_poll';
+  const GATEWAY = 'gw-poll';
+  let proxy: ImapProxy;
+  let gateway: GatewayProcess;
+
+  beforeAll(async () => {
+    // Plain text through a proxy that sees the gateway's commands and can hold one back.
+    proxy = await imapProxy(mail.imapPlainPort);
+    const config = configFor('bob');
+    config.imap = { ...config.imap, port: proxy.port, encryption: 'NONE' };
+    const { folders } = await verifyMailbox(configFor('bob'));
+    worker.addAccount(ACC, config, baselineCursors(folders), { onlyGateway: GATEWAY });
+    gateway = startGateway({ GATEWAY_ID: GATEWAY });
+    await waitForStatus(ACC, 'running');
+  });
+
+  afterAll(async () => {
+    await gateway?.stop();
+    proxy?.close();
+  });
+
+  it("fetches a message saved during the poll from the poll's own answer, before going back to IDLE", async () => {
+    // The poll leaves IDLE (DONE) for its commands (a pass would begin with STATUS): its first one is
+    // held while a message is saved, so the server has no IDLE to push it to. Only the poll's own
+    // commands can find it before the connection goes back to IDLE.
+    const poll = await proxy.holdNext((line, previous) => previous === 'DONE' && /^\S+ (NOOP|LIST)\b/i.test(line));
+    await deliverTo('bob', 'during a poll');
+    const mark = poll.connection.sent.length;
+    poll.release();
+    const message = await waitForMessage(ACC, 'during a poll');
+    expect(message.path).toBe('INBOX');
+    const after = poll.connection.sent.slice(mark);
+    const fetched = after.findIndex((line) => /^\S+ UID FETCH /i.test(line));
+    const idled = after.findIndex((line) => /^\S+ IDLE$/i.test(line));
+    expect(fetched, `the gateway's commands from the poll's first on: ${after.join(' | ')}`).toBeGreaterThan(0);
+    expect(
+      idled === -1 || fetched < idled,
+      `the gateway's commands from the poll's first on: ${after.join(' | ')}`,
+    ).toBe(true);
   });
 });
 

@@ -40,16 +40,9 @@ export function lookupsFor(state: SyncState, arrivals: Arrival[], threader: Thre
   const db = state.env.DB;
   const accountId = state.account.accountId;
   return timed(state.stats, 'lookupMs', async () => {
-    const copies = await emailsByBaseIdentity(
-      db,
-      accountId,
-      arrivals.map((a) => a.base),
-    );
-    const [placed, outgoing, repliedTo] = await Promise.all([
-      membershipsOf(
-        state,
-        [...copies.values()].flat().map((e) => e.id),
-      ),
+    // Only where the identical copies are waits for them: the other reads go at once, so new mail
+    // without copies costs one round of D1 reads, not two.
+    const others = Promise.all([
       outgoingByMessageId(
         db,
         accountId,
@@ -61,6 +54,19 @@ export function lookupsFor(state: SyncState, arrivals: Arrival[], threader: Thre
         arrivals.flatMap((a) => a.mail.in_reply_to ?? []),
       ),
       threader.prefetch(arrivals.map((a) => threadedMessage(a.mail, 0, a.message.gm_thrid))),
+    ]);
+    others.catch(() => undefined); // awaited below, unless the copies' read fails first
+    const copies = await emailsByBaseIdentity(
+      db,
+      accountId,
+      arrivals.map((a) => a.base),
+    );
+    const [placed, [outgoing, repliedTo]] = await Promise.all([
+      membershipsOf(
+        state,
+        [...copies.values()].flat().map((e) => e.id),
+      ),
+      others,
     ]);
     return { copies, placed, outgoing, repliedTo };
   });

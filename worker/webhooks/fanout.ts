@@ -41,6 +41,9 @@ export async function fanOut(
   const ids = [...new Set(eventIds)];
   if (ids.length === 0) return [];
   const db = env.DB;
+  // The endpoints (directory) are read while the events (shard) are: two round trips at once, not in turn.
+  const endpointsRead = readEndpoints();
+  endpointsRead.catch(() => undefined); // awaited below unless no event is left
   const events: EventRow[] = [];
   for (const part of chunks(ids)) {
     const { results } = await db
@@ -51,7 +54,7 @@ export async function fanOut(
   }
   if (events.length < ids.length) console.warn(`webhook fan-out: ${ids.length - events.length} events no longer exist`);
   if (events.length === 0) return [];
-  const endpoints = [...(await readEndpoints()).values()].map((e) => ({
+  const endpoints = [...(await endpointsRead).values()].map((e) => ({
     id: e.id,
     triggers: new Set(JSON.parse(e.trigger_events_json) as string[]),
     accounts: new Set(JSON.parse(e.account_ids_json) as string[]),

@@ -1,176 +1,35 @@
 /**
- * The gateway against a real Dovecot + Postfix (test/mailserver) and an in-memory fake Worker
- * (./fake-worker.ts). The gateway runs as its own process (`node gateway/main.ts`), exactly as
- * `npm start` runs it; `verify` is called in-process.
+ * The gateway against a real Dovecot + Postfix and a fake Worker (./gateway-rig.ts): verify, sync
+ * with every extension, and its errors. Servers without QRESYNC, CONDSTORE or MOVE, and new mail
+ * during a poll: gateway-servers.test.ts.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
-import { createServer, connect as tcpConnect } from 'node:net';
-import tls from 'node:tls';
-import { fileURLToPath } from 'node:url';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ImapFlow } from 'imapflow';
-import type { MailboxConfig } from '../../common/relay.ts';
 import { GatewayError } from '../../gateway/errors.ts';
-import { listFolders } from '../../gateway/imap.ts';
 import { verifyMailbox } from '../../gateway/verify.ts';
-import { startMailServer, type MailServer } from '../mailserver/mailserver.ts';
-import { findUser, openImap, readCa } from '../mailserver/client.ts';
-import { baselineCursors, FakeWorker, type RecordedChange } from './fake-worker.ts';
+import { openImap } from '../mailserver/client.ts';
+import { baselineCursors } from './fake-worker.ts';
 import { freePort } from './helpers.ts';
-import { imapProxy, type ImapProxy } from './imap-proxy.ts';
+import { spawn } from 'node:child_process';
+import { createServer, connect as tcpConnect } from 'node:net';
+import {
+  configFor,
+  GATEWAY_ID,
+  deliverTo,
+  type GatewayProcess,
+  mail,
+  messageKeys,
+  messagesOf,
+  root,
+  startGateway,
+  useGatewayRig,
+  waitForMessage,
+  waitForStatus,
+  waitForVanished,
+  worker,
+} from './gateway-rig.ts';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
-const SECRET = `test-secret-${randomUUID()}`;
-const GATEWAY_ID = 'gw-test';
-
-let mail: MailServer;
-let worker: FakeWorker;
-let workerUrl: string;
-
-function configFor(name: string, password?: string, on: MailServer = mail): MailboxConfig {
-  const u = findUser(on, name);
-  const server = { host: on.host, user: u.user, password: password ?? u.password };
-  return {
-    email: u.email,
-    display_name: null,
-    imap: { ...server, port: on.imapPort, encryption: 'SSL' },
-    smtp: { ...server, port: on.smtpPort, encryption: 'STARTTLS' },
-  };
-}
-
-/** The gateway as a child process with its logs kept for failure reports. */
-class GatewayProcess {
-  readonly logs: string[] = [];
-  readonly exited: Promise<number | null>;
-  #proc: ChildProcess;
-
-  constructor(env: Record<string, string> = {}) {
-    this.#proc = spawn(process.execPath, ['gateway/main.ts'], {
-      cwd: root,
-      env: {
-        ...process.env,
-        WORKER_URL: workerUrl,
-        GATEWAY_SECRET: SECRET,
-        GATEWAY_ID,
-        NODE_EXTRA_CA_CERTS: mail.caFile,
-        ALLOW_PRIVATE_MAIL_HOSTS: 'true',
-        GATEWAY_POLL_INTERVAL_MS: '500',
-        GATEWAY_RECONNECT_MIN_MS: '200',
-        GATEWAY_RECONNECT_MAX_MS: '1000',
-        GATEWAY_AUTH_RETRY_MS: '60000',
-        GATEWAY_LOG_LEVEL: 'debug',
-        ...env,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    for (const stream of [this.#proc.stdout!, this.#proc.stderr!]) {
-      let partial = '';
-      stream.setEncoding('utf8');
-      stream.on('data', (chunk: string) => {
-        const lines = (partial + chunk).split('\n');
-        partial = lines.pop()!;
-        this.logs.push(...lines.filter(Boolean));
-      });
-    }
-    this.exited = new Promise((resolve) => this.#proc.once('exit', (code) => resolve(code)));
-  }
-
-  async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
-    if (this.#proc.exitCode === null && this.#proc.signalCode === null) this.#proc.kill(signal);
-    return this.exited;
-  }
-}
-
-const gateways: GatewayProcess[] = [];
-function startGateway(env?: Record<string, string>): GatewayProcess {
-  const gateway = new GatewayProcess(env);
-  gateways.push(gateway);
-  return gateway;
-}
-
-function subjectOf(raw: string): string | undefined {
-  return /^Subject: (.*)$/m.exec(Buffer.from(raw, 'base64').toString('utf8'))?.[1]?.trim();
-}
-
-/** The recorded `messages` changes of an account, flattened to one entry per message. */
-function messagesOf(accountId: string, path?: string) {
-  return worker
-    .changesOf(accountId, 'messages')
-    .filter((c) => path === undefined || c.change.path === path)
-    .flatMap((c) =>
-      c.change.messages.map((m) => ({
-        ...m,
-        path: c.change.path,
-        at: c.at,
-        batch: c.batch,
-        subject: subjectOf(m.raw),
-        record: c,
-      })),
-    );
-}
-
-/** "path/uid" of every message in these recorded changes. */
-function messageKeys(changes: RecordedChange[]): string[] {
-  return changes.flatMap(({ change }) =>
-    change.type === 'messages' ? change.messages.map((m) => `${change.path}/${m.uid}`) : [],
-  );
-}
-
-function waitForMessage(accountId: string, subject: string, timeoutMs = 15_000) {
-  return worker.waitFor(
-    () => messagesOf(accountId).find((m) => m.subject === subject),
-    timeoutMs,
-    `message "${subject}"`,
-  );
-}
-
-/** The recorded `vanished` change of an account that reports this UID gone from a folder. */
-function waitForVanished(accountId: string, path: string, uid: number, timeoutMs: number) {
-  return worker.waitFor(
-    () => worker.changesOf(accountId, 'vanished').find((c) => c.change.path === path && c.change.uids.includes(uid)),
-    timeoutMs,
-    `${path} vanished`,
-  );
-}
-
-function waitForStatus(accountId: string, status: string, after = 0, timeoutMs = 20_000) {
-  return worker.waitFor(
-    () => worker.statuses.find((s, i) => i >= after && s.accountId === accountId && s.status === status),
-    timeoutMs,
-    `status ${status}`,
-  );
-}
-
-async function deliverTo(user: string, subject: string, opts: { wait?: boolean } = {}) {
-  return mail.deliver({
-    from: 'someone@remote.test',
-    to: findUser(mail, user).email,
-    subject,
-    text: `body of ${subject}`,
-    ...opts,
-  });
-}
-
-beforeAll(async () => {
-  mail = await startMailServer({ users: ['alice', 'bob', 'carol'] });
-  // verify() runs in this process: trust the test CA here too (the gateway process gets NODE_EXTRA_CA_CERTS).
-  tls.setDefaultCACertificates([...tls.getCACertificates('default'), readCa(mail)]);
-  worker = new FakeWorker({ secret: SECRET, leaseTtlMs: 3_000 });
-  workerUrl = await worker.start();
-});
-
-afterAll(async () => {
-  await Promise.all(gateways.map((g) => g.stop('SIGKILL')));
-  await worker?.stop();
-  await mail?.stop();
-});
-
-afterEach((ctx) => {
-  if (ctx.task.result?.state === 'fail') {
-    for (const g of gateways) console.log(`--- gateway log (last 60 lines)\n${g.logs.slice(-60).join('\n')}`);
-  }
-});
+useGatewayRig();
 
 describe('verify', () => {
   it('logs in to IMAP and SMTP and answers with the folders and their roles', async () => {
@@ -447,163 +306,6 @@ describe('sync', () => {
     const message = await waitForMessage(ACC, 'while stolen', 15_000);
     expect(message.record.gatewayId).toBe(GATEWAY_ID);
     expect(gateway.logs.some((l) => /lease lost|stopping account/.test(l))).toBe(true);
-  });
-});
-
-describe('sync without QRESYNC and CONDSTORE (snapshots, full flag fetches)', () => {
-  const ACC = 'acc_carol_basic';
-  let other: ImapFlow;
-
-  beforeAll(async () => {
-    const { folders } = await verifyMailbox(configFor('carol'));
-    worker.addAccount(ACC, configFor('carol'), baselineCursors(folders), { onlyGateway: 'gw-basic' });
-    other = await openImap(mail, 'carol');
-    startGateway({ GATEWAY_ID: 'gw-basic', GATEWAY_IMAP_QRESYNC: '0', GATEWAY_IMAP_CONDSTORE: '0' });
-    await waitForStatus(ACC, 'running');
-  });
-
-  afterAll(async () => {
-    await other?.logout().catch(() => undefined);
-  });
-
-  it('relays new mail, flag changes, moves (copy first) and expunges', async () => {
-    await deliverTo('carol', 'basic 1');
-    await deliverTo('carol', 'basic 2');
-    const first = await waitForMessage(ACC, 'basic 1');
-    const second = await waitForMessage(ACC, 'basic 2');
-
-    await other.mailboxOpen('INBOX');
-    await other.messageFlagsAdd(String(first.uid), ['\\Flagged'], { uid: true });
-    const flagged = await worker.waitFor(
-      () =>
-        worker
-          .changesOf(ACC, 'flags')
-          .flatMap((c) => c.change.updates)
-          .find((u) => u.uid === first.uid && u.flags.includes('\\Flagged')),
-      10_000,
-      'flags change',
-    );
-    expect(flagged.flags).toEqual(['\\Flagged']);
-
-    const snapshotWithout = (uid: number, after: number) =>
-      worker.waitFor(
-        () =>
-          worker
-            .changesOf(ACC, 'snapshot')
-            .find(
-              (c) => worker.changes.indexOf(c) >= after && c.change.path === 'INBOX' && !c.change.uids.includes(uid),
-            ),
-        10_000,
-        `snapshot without ${uid}`,
-      );
-    let mark = worker.changes.length;
-    await other.messageMove(String(first.uid), 'Archive', { uid: true });
-    const afterMove = await snapshotWithout(first.uid, mark);
-    const copy = messagesOf(ACC, 'Archive').find((m) => m.subject === 'basic 1');
-    expect(copy, 'Archive copy reported').toBeDefined();
-    expect(worker.changes.indexOf(copy!.record)).toBeLessThan(worker.changes.indexOf(afterMove));
-    expect(afterMove.change.uids).toContain(second.uid);
-
-    await other.mailboxOpen('INBOX');
-    mark = worker.changes.length;
-    await other.messageDelete(String(second.uid), { uid: true });
-    await snapshotWithout(second.uid, mark);
-    expect(worker.changesOf(ACC, 'vanished')).toEqual([]);
-  });
-});
-
-describe('a server without MOVE (another client moves with COPY, then EXPUNGE)', () => {
-  const ACC = 'acc_alice_nomove';
-  /** Longer than the pause below, which holds several polls: the gateway waits this long for an expunge. */
-  const SETTLE_MS = 5_000;
-  let noMove: MailServer;
-  let other: ImapFlow;
-
-  beforeAll(async () => {
-    noMove = await startMailServer({ users: ['alice'], withoutCapabilities: ['MOVE'] });
-    other = await openImap(noMove, 'alice');
-    // The folders as the gateway lists them (verify here would need this server's CA in this process).
-    const folders = await listFolders(other);
-    worker.addAccount(ACC, configFor('alice', undefined, noMove), baselineCursors(folders), {
-      onlyGateway: 'gw-nomove',
-    });
-    startGateway({
-      GATEWAY_ID: 'gw-nomove',
-      NODE_EXTRA_CA_CERTS: noMove.caFile,
-      GATEWAY_MOVE_SETTLE_MS: String(SETTLE_MS),
-    });
-    await waitForStatus(ACC, 'running');
-  }, 60_000);
-
-  afterAll(async () => {
-    await other?.logout().catch(() => undefined);
-    await noMove?.stop();
-  });
-
-  it('relays the copy together with the expunge to come, even when polls ran between the two', async () => {
-    await other.append('INBOX', `Subject: moved slowly\r\nMessage-ID: <slow-move@remote.test>\r\n\r\nbody\r\n`);
-    const original = await waitForMessage(ACC, 'moved slowly');
-    expect(original.path).toBe('INBOX');
-    await other.mailboxOpen('INBOX');
-    await other.messageCopy(String(original.uid), 'Archive', { uid: true });
-    // Polls every 500 ms meanwhile: each sees the copy in Archive, and INBOX still holding the message.
-    await new Promise((r) => setTimeout(r, 1_500));
-    await other.messageDelete(String(original.uid), { uid: true });
-    const copy = await worker.waitFor(
-      () => messagesOf(ACC, 'Archive').find((m) => m.subject === 'moved slowly'),
-      20_000,
-      'the Archive copy',
-    );
-    // Relayed with the INBOX expunge as `vanishing`, the Worker's sign that the copy is the same
-    // email moving (not a second email, then a delete).
-    expect(copy.record.change.type === 'messages' && copy.record.change.vanishing).toEqual([
-      { path: 'INBOX', uidvalidity: expect.any(Number), uids: [original.uid] },
-    ]);
-    const vanished = await waitForVanished(ACC, 'INBOX', original.uid, 10_000);
-    expect(worker.changes.indexOf(copy.record)).toBeLessThan(worker.changes.indexOf(vanished));
-  });
-});
-
-describe('new mail while a poll holds the IDLE connection', () => {
-  const ACC = 'acc_bob_poll';
-  const GATEWAY = 'gw-poll';
-  let proxy: ImapProxy;
-  let gateway: GatewayProcess;
-
-  beforeAll(async () => {
-    // Plain text through a proxy that sees the gateway's commands and can hold one back.
-    proxy = await imapProxy(mail.imapPlainPort);
-    const config = configFor('bob');
-    config.imap = { ...config.imap, port: proxy.port, encryption: 'NONE' };
-    const { folders } = await verifyMailbox(configFor('bob'));
-    worker.addAccount(ACC, config, baselineCursors(folders), { onlyGateway: GATEWAY });
-    gateway = startGateway({ GATEWAY_ID: GATEWAY });
-    await waitForStatus(ACC, 'running');
-  });
-
-  afterAll(async () => {
-    await gateway?.stop();
-    proxy?.close();
-  });
-
-  it("fetches a message saved during the poll from the poll's own answer, before going back to IDLE", async () => {
-    // The poll leaves IDLE (DONE) for its commands (a pass would begin with STATUS): its first one is
-    // held while a message is saved, so the server has no IDLE to push it to. Only the poll's own
-    // commands can find it before the connection goes back to IDLE.
-    const poll = await proxy.holdNext((line, previous) => previous === 'DONE' && /^\S+ (NOOP|LIST)\b/i.test(line));
-    await deliverTo('bob', 'during a poll');
-    const mark = poll.connection.sent.length;
-    poll.release();
-    const message = await waitForMessage(ACC, 'during a poll');
-    expect(message.path).toBe('INBOX');
-    const after = poll.connection.sent.slice(mark);
-    const fetched = after.findIndex((line) => /^\S+ UID FETCH /i.test(line));
-    const idled = after.findIndex((line) => /^\S+ IDLE$/i.test(line));
-    expect(fetched, `the gateway's commands from the poll's first on: ${after.join(' | ')}`).toBeGreaterThan(0);
-    expect(
-      idled === -1 || fetched < idled,
-      `the gateway's commands from the poll's first on: ${after.join(' | ')}`,
-    ).toBe(true);
   });
 });
 

@@ -1,6 +1,6 @@
 // A TCP proxy in front of a plain-text IMAP port that records what each client sends, line by line,
 // and can hold one command back until the test lets it through.
-import net from 'node:net';
+import { tcpProxy } from './tcp-proxy.ts';
 
 export interface ImapConnectionLog {
   /** The client's lines so far (commands and continuation lines, without CRLF). */
@@ -41,7 +41,6 @@ function lineReader(onLine: (line: string, bytes: Buffer) => void): (chunk: Buff
 }
 
 export async function imapProxy(upstreamPort: number): Promise<ImapProxy> {
-  const sockets = new Set<net.Socket>();
   let wanted: {
     match: (line: string, previous: string | undefined) => boolean;
     held: (h: HeldCommand) => void;
@@ -52,9 +51,7 @@ export async function imapProxy(upstreamPort: number): Promise<ImapProxy> {
     holdNext: (match) => new Promise((held) => (wanted = { match, held })),
     close: () => undefined,
   };
-  const server = net.createServer((client) => {
-    const upstream = net.connect(upstreamPort, '127.0.0.1');
-    sockets.add(client).add(upstream);
+  const tcp = await tcpProxy(upstreamPort, (client, upstream) => {
     const log: ImapConnectionLog = { sent: [], received: [] };
     proxy.connections.push(log);
     /** Lines held back (the held command first), or null while lines flow. */
@@ -93,18 +90,8 @@ export async function imapProxy(upstreamPort: number): Promise<ImapProxy> {
         client.write(bytes);
       }),
     );
-    const end = () => {
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on('error', end).on('close', end);
-    upstream.on('error', end).on('close', end);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  proxy.port = (server.address() as net.AddressInfo).port;
-  proxy.close = () => {
-    for (const s of sockets) s.destroy();
-    server.close();
-  };
+  proxy.port = tcp.port;
+  proxy.close = tcp.close;
   return proxy;
 }

@@ -1,5 +1,5 @@
 // A TCP proxy in front of an SMTP server that holds the server's reply to a message body.
-import net from 'node:net';
+import { tcpProxy } from './tcp-proxy.ts';
 
 export interface SlowProxy {
   port: number;
@@ -17,11 +17,8 @@ export interface SlowProxy {
  * well under nodemailer's socket timeout): the end-of-DATA reply. The server has the message by then.
  */
 export async function slowProxy(upstreamPort: number, threshold: number, holdMs: number): Promise<SlowProxy> {
-  const sockets = new Set<net.Socket>();
   const proxy: SlowProxy = { port: 0, held: 0, holdMs, threshold, close: () => undefined };
-  const server = net.createServer((client) => {
-    const upstream = net.connect(upstreamPort, '127.0.0.1');
-    sockets.add(client).add(upstream);
+  const tcp = await tcpProxy(upstreamPort, (client, upstream) => {
     let sent = 0;
     let releaseAt = 0;
     const queue: Buffer[] = [];
@@ -41,18 +38,8 @@ export async function slowProxy(upstreamPort: number, threshold: number, holdMs:
       if (Date.now() < releaseAt) queue.push(chunk);
       else client.write(chunk);
     });
-    const end = () => {
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on('error', end).on('close', end);
-    upstream.on('error', end).on('close', end);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  proxy.port = (server.address() as net.AddressInfo).port;
-  proxy.close = () => {
-    for (const s of sockets) s.destroy();
-    server.close();
-  };
+  proxy.port = tcp.port;
+  proxy.close = tcp.close;
   return proxy;
 }

@@ -160,7 +160,7 @@ function report(
   const outbox = (byTable.get('events') ?? 0) + (byTable.get('webhook_conversations') ?? 0);
   const kept = (total - outbox) / count;
   console.log(
-    `  after the outbox's 30 days   ${kb(kept).padStart(10)} per email; per 10 GB database: ${Math.floor(DATABASE_BYTES / kept).toLocaleString('en')}`,
+    `  ${"after the outbox's 30 days".padEnd(24)} ${kb(kept).padStart(10)} per email; per 10 GB database: ${Math.floor(DATABASE_BYTES / kept).toLocaleString('en')}`,
   );
   return perEmail;
 }

@@ -2,7 +2,7 @@
 // HTML made again on reading), JSON columns and the outbox row's data as the JSON they were made of,
 // the outbox keeping a snapshot of the email rather than a copy, and the text body indexed.
 import { describe, expect, it } from 'vitest';
-import { unpackContent } from '../../worker/emails/content.ts';
+import { packContent, unpackContent } from '../../worker/emails/content.ts';
 import { textToHtml } from '../../worker/ingest/html.ts';
 import { api } from './helpers.ts';
 import { createSyncedAccount, leased, list, messageIn, outbox, rawMessage, readEveryFolder } from './sync-helpers.ts';
@@ -99,5 +99,35 @@ describe('storing new mail', () => {
     expect(JSON.stringify(after.slice(0, 2))).toBe(JSON.stringify(before));
     expect(after[0]!.data).toMatchObject({ unread: true, body: '<p>Hello <i>there</i></p>' });
     expect(after[1]!.data).toMatchObject({ unread: false });
+  });
+});
+
+describe('the content BLOB', () => {
+  const content = {
+    html: '<table role="presentation"><tr><td>Caf\u00e9 \ud83d\ude00</td></tr></table>',
+    plain: TEXT,
+    headers: [
+      { name: 'Received', value: 'from mx.example.test by mail.example.test with ESMTPS id 1' },
+      { name: 'Subject', value: 'Re: dictionaries' },
+    ],
+  };
+
+  it('names the dictionary it was compressed with and reads back the very same strings', async () => {
+    const packed = await packContent(content);
+    expect([...packed.subarray(0, 2)]).toEqual([0xfe, 1]);
+    expect(await unpackContent(packed)).toEqual(content);
+  });
+
+  it('reads a BLOB written before dictionaries (bare deflate-raw)', async () => {
+    const json = new Blob([JSON.stringify(content)]).stream().pipeThrough(new CompressionStream('deflate-raw'));
+    const bare = new Uint8Array(await new Response(json).arrayBuffer());
+    expect(bare[0]).not.toBe(0xfe);
+    expect(await unpackContent(bare)).toEqual(content);
+  });
+
+  it('refuses a dictionary it does not know, rather than reading wrong text', async () => {
+    const packed = await packContent(content);
+    packed[1] = 99;
+    await expect(unpackContent(packed)).rejects.toThrow(/unknown dictionary \(99\)/);
   });
 });

@@ -1,5 +1,5 @@
 /**
- * List query latency: GET /emails with three filters, limit 100, over 100,000 emails in
+ * List query latency: GET /emails with four filters, limit 100, over 100,000 emails in
  * the local D1 database, p50/p99 over real HTTP; beside it the very same SQL (statement text and
  * parameters from worker/emails/query.ts's buildEmailQuery, fed the same query strings) run directly
  * on the D1 SQLite file with node:sqlite: the floor, what the database alone costs.
@@ -559,6 +559,15 @@ export async function run(): Promise<void> {
           from: fixture.senders[(((Math.floor(i / 2) % 10) + 10) % 10) * 3]!,
           after,
           has_attachments: 'true',
+        }),
+        followCursor: cursorEveryOther,
+      },
+      {
+        // Through the participant rows: a sender every account hears from, a few who write often.
+        label: 'any_email= + account_id, limit 100',
+        query: (i) => ({
+          account_id: accountOf(Math.floor(i / 2)),
+          any_email: fixture.senders[(((Math.floor(i / 2) % 10) + 10) % 10) * 3]!,
         }),
         followCursor: cursorEveryOther,
       },

@@ -1,14 +1,15 @@
 -- An email's number: a small integer, unique in its database, that the rows about an email key on
 -- instead of its 32-character id. Its participants, its threading keys and its full-text index row
 -- are then a few bytes of key each, and the search index's rowid is the number itself (no
--- `email_search` row). Numbers are given at insert (worker/sync/new-mail.ts) above every number and
--- every `email_search` rowid in use, so an index row never names two emails.
+-- `email_search` row). Numbers are given at insert (worker/sync/new-mail.ts) counting down from -1:
+-- `email_search` rowids are positive, so an index row never names two emails, whichever code wrote
+-- it (even an older Worker still running during a deploy).
 --
 -- Emails stored before keep a null number and their rows in `email_participants`,
 -- `thread_key_hashes` and `email_search`: D1 runs a statement for at most 30 seconds, so a full
 -- database cannot be rewritten here. Readers look in both until those emails go.
 ALTER TABLE emails ADD COLUMN num INTEGER;
-CREATE UNIQUE INDEX emails_by_num ON emails (num);
+CREATE UNIQUE INDEX emails_by_num ON emails (num) WHERE num IS NOT NULL;
 
 -- The addresses an email names, by kind (from | to | cc | bcc), lower-cased, with the number of
 -- the email's account (`account_numbers`): for the address filters and the contacts' counts.

@@ -6,7 +6,7 @@ import { api, NUMBERED_ROWS_OF_ACCOUNT } from './helpers.ts';
 import { listEmails, minute, readAccount, subjects } from './read-helpers.ts';
 import { readEveryFolder } from './sync-helpers.ts';
 
-/** An `email_search` rowid of an older database: numbers given after it are above it. */
+/** An `email_search` rowid of an older database (positive; email numbers are negative). */
 const OLD_ROWID = 500;
 
 /**

@@ -3,6 +3,7 @@
 // the outbox keeping a snapshot of the email rather than a copy, and the text body indexed.
 import { describe, expect, it } from 'vitest';
 import { packContent, unpackContent } from '../../worker/emails/content.ts';
+import { CONTENT_DICTIONARIES } from '../../worker/emails/content-dictionary.ts';
 import { textToHtml } from '../../worker/ingest/html.ts';
 import { api } from './helpers.ts';
 import { createSyncedAccount, leased, list, messageIn, outbox, rawMessage, readEveryFolder } from './sync-helpers.ts';
@@ -176,6 +177,14 @@ describe('the content BLOB', () => {
     expect(after.cc_attendees).toEqual([
       { identifier: 'dee@example.test', display_name: '', identifier_type: 'EMAIL_ADDRESS' },
     ]);
+  });
+
+  it('keeps dictionary 1 byte for byte: BLOBs compressed with it read back only with the very same bytes', async () => {
+    const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', CONTENT_DICTIONARIES[1]!));
+    expect(CONTENT_DICTIONARIES[1]!.byteLength).toBe(8733);
+    expect([...digest].map((b) => b.toString(16).padStart(2, '0')).join('')).toBe(
+      '3dc3ef96bc68e288582fe1bc86abdc221b0e08749c6c3fadfa91f3742cbe35a0',
+    );
   });
 
   it('refuses a dictionary it does not know, rather than reading wrong text', async () => {

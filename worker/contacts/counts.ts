@@ -158,7 +158,8 @@ export const COUNT_DOWN_SQL = [
   `UPDATE contacts SET
      emails_count = emails_count
        - (SELECT COUNT(DISTINCT p.num) FROM participants p
-          WHERE p.address = contacts.identifier AND p.num IN (${DELETED_NUMBERS}))
+          WHERE p.address = contacts.identifier AND p.account_num = ${ACCOUNT_NUMBER('contacts.account_id')}
+            AND p.num IN (${DELETED_NUMBERS}))
        - (SELECT COUNT(DISTINCT p.email_id) FROM email_participants p
           WHERE p.account_id = contacts.account_id AND p.address = contacts.identifier
             AND p.email_id IN (SELECT value FROM json_each(?1))),

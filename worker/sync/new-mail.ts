@@ -17,9 +17,10 @@ import type { Membership } from './memberships.ts';
 const MEMBERSHIP_COLUMNS = ['email_id', 'folder_id', 'account_id', 'uid', 'seen', 'flagged'] as const;
 /**
  * The numbers a statement's new emails take (`emails.num`, migrations/0036_email_numbers.sql): the
- * next ones above every number and every `email_search` rowid in use, one per JSON row (`key`).
+ * next ones below every number in use, one per JSON row (`key`). Negative, so never an
+ * `email_search` rowid (those are positive): the search index keys both.
  */
-const NEXT_NUMBERS = `MAX(IFNULL((SELECT MAX(num) FROM emails), 0), IFNULL((SELECT MAX(rowid) FROM email_search), 0)) + key + 1`;
+const NEXT_NUMBERS = `IFNULL((SELECT MIN(num) FROM emails WHERE num IS NOT NULL), 0) - key - 1`;
 
 /** Email columns holding JSON (an array or object, or null): they go to D1 as JSON, not as strings. */
 const JSON_COLUMNS = new Set([

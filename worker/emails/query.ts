@@ -9,7 +9,7 @@ import { invalid } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { cursorPaging, decodeCursor } from '../lib/paging.ts';
 import { anyCase, boolParam, instantParam } from '../lib/validation.ts';
-import { matchExpression, SEARCH_CONDITION } from './search.ts';
+import { BY_NUMBER, matchExpression, SEARCH_CONDITION } from './search.ts';
 
 const text = z.string().trim().min(1, 'must not be empty').max(500, 'must be at most 500 characters');
 
@@ -110,9 +110,9 @@ export function buildEmailQuery(
   ] as const) {
     const address = q[filter];
     if (address === undefined) continue;
-    // By number, and in the rows of emails stored before numbers.
+    // By number (as the emails' rowids: see BY_NUMBER), and in the rows of emails stored before numbers.
     where.push(
-      `(e.num IN (SELECT p.num FROM participants p WHERE p.address = ?${accountId ? ' AND p.account_num = (SELECT num FROM account_numbers WHERE account_id = ?)' : ''}${kinds})
+      `(e.rowid IN (${BY_NUMBER} (SELECT p.num FROM participants p WHERE p.address = ?${accountId ? ' AND p.account_num = (SELECT num FROM account_numbers WHERE account_id = ?)' : ''}${kinds}))
         OR e.id IN (SELECT p.email_id FROM email_participants p WHERE p.address = ?${accountId ? ' AND p.account_id = ?' : ''}${kinds}))`,
     );
     const account = accountId ? [accountId] : [];

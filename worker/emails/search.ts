@@ -73,11 +73,20 @@ export function matchExpression(text: string): string | null {
 }
 
 /**
+ * The rowids of the emails with these numbers (followed by a subquery giving numbers), for a
+ * condition `e.rowid IN (…)` on a listing: read from the number index alone, and compared on the
+ * listing index's own entries, so an email is read only when it is in the page. (`e.num IN (…)`
+ * would read every email the listing passes, for its number.) A rowid is only compared within the
+ * statement, never kept.
+ */
+export const BY_NUMBER = 'SELECT n.rowid FROM emails n WHERE n.num IN';
+
+/**
  * The condition on `emails e` for a MATCH expression bound three times: the index by the email's
  * number, and for emails stored before numbers, by their `email_search` row in the index and in the
  * one with positions that holds the emails indexed before it (looked at only while such rows exist).
  */
-export const SEARCH_CONDITION = `(e.num IN (SELECT rowid FROM emails_fts WHERE emails_fts MATCH ?)
+export const SEARCH_CONDITION = `(e.rowid IN (${BY_NUMBER} (SELECT rowid FROM emails_fts WHERE emails_fts MATCH ?))
   OR (EXISTS (SELECT 1 FROM email_search) AND e.id IN (SELECT s.email_id FROM email_search s WHERE s.rowid IN
     (SELECT rowid FROM emails_fts WHERE emails_fts MATCH ?
      UNION ALL SELECT rowid FROM emails_fts_positions WHERE emails_fts_positions MATCH ?))))`;

@@ -8,6 +8,7 @@
  * Sizes are SQLite's own page accounting (`dbstat`: every page of every table and index, free space
  * in them included) of the local D1 database file, which is the database D1 stores: measured before
  * and after each set once its events were fanned out, divided by the emails it added.
+ * BENCH_CAPACITY_KEEP=<file> keeps a copy of the measured database there (VACUUM INTO) to look into.
  */
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -184,6 +185,8 @@ export async function run(): Promise<void> {
     report(service, 'real-world corpus', corpus, realWorld, owner);
     const html = await measure(service, mail.caFile, 'bob', bob.id, newsletters, mail.info());
     report(service, 'newsletter-like HTML mail', newsletters, html, owner);
+    const keep = process.env.BENCH_CAPACITY_KEEP;
+    if (keep) service.mailQuery(alice.id, 'VACUUM INTO ?', keep);
   } finally {
     await service.stop();
     await mail.stop();

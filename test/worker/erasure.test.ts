@@ -9,7 +9,7 @@ import { purgeStep } from '../../worker/accounts/purge.ts';
 import { eventStatement, eventStatementIfLive, newEvent } from '../../worker/events/outbox.ts';
 import { requestHash } from '../../worker/send/idempotency.ts';
 import { deliveryOptions } from '../../worker/webhooks/schedule.ts';
-import { api } from './helpers.ts';
+import { api, NUMBERED_ROWS_OF_ACCOUNT } from './helpers.ts';
 import { accountShard, DIRECTORY_SHARD, shards } from '../../worker/shards/registry.ts';
 import { accountEnv } from '../../worker/shards/spread.ts';
 import { createSyncedAccount, leased, messageIn, rawMessage } from './sync-helpers.ts';
@@ -47,6 +47,7 @@ const ROWS_OF_ACCOUNT: Record<string, string> = {
   events: "SELECT COUNT(*) AS n FROM events WHERE account_id = ?1 AND type != 'account.remove'",
   webhook_conversations:
     'SELECT COUNT(*) AS n FROM webhook_conversations WHERE event_id NOT IN (SELECT id FROM events) AND ?1 IS NOT NULL',
+  ...NUMBERED_ROWS_OF_ACCOUNT,
 };
 
 describe('removing an account', () => {
@@ -97,6 +98,8 @@ describe('removing an account', () => {
       .run();
     await env.BLOBS.put(`outgoing/${id}/leftover.json`, '{}');
 
+    for (const [table, sql] of Object.entries(NUMBERED_ROWS_OF_ACCOUNT))
+      expect(await countIn(db, sql, id), `before: ${table}`).toBeGreaterThan(0);
     const removed = await api('DELETE', `/accounts/${id}`);
     expect(removed.status).toBe(200);
 

@@ -43,3 +43,20 @@ export function expectError(res: ApiResponse, status: number, type: string) {
   if (typeof res.body.detail !== 'string' || res.body.detail.length < 5) throw new Error('detail missing');
   return res.body as { status: number; type: string; title: string; detail: string };
 }
+
+/** Emails' numbers in use in a database (migrations/0036_email_numbers.sql). */
+const LIVE_NUMBERS = 'SELECT num FROM emails WHERE num IS NOT NULL';
+
+/**
+ * Counts (?1: an account id) of the rows keyed by email number that belong to the account or to no
+ * email at all: a deleted email's rows left behind count as the account's.
+ */
+export const NUMBERED_ROWS_OF_ACCOUNT: Record<string, string> = {
+  account_numbers: 'SELECT COUNT(*) AS n FROM account_numbers WHERE account_id = ?1',
+  participants: `SELECT COUNT(*) AS n FROM participants
+    WHERE account_num IN (SELECT num FROM account_numbers WHERE account_id = ?1) OR num NOT IN (${LIVE_NUMBERS})`,
+  thread_key_numbers: `SELECT COUNT(*) AS n FROM thread_key_numbers
+    WHERE num IN (SELECT num FROM emails WHERE account_id = ?1) OR num NOT IN (${LIVE_NUMBERS})`,
+  emails_fts: `SELECT COUNT(*) AS n FROM emails_fts WHERE rowid IN (SELECT num FROM emails WHERE account_id = ?1)
+    OR (rowid NOT IN (${LIVE_NUMBERS}) AND rowid NOT IN (SELECT rowid FROM email_search))`,
+};

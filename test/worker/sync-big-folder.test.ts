@@ -44,7 +44,9 @@ async function bigArchive() {
         ? "identity || '#big' || n.i"
         : name === 'message_id'
           ? "'<big-' || n.i || '@remote.test>'"
-          : name;
+          : name === 'num'
+            ? 'num + n.i' // above the seed's, the highest number in use
+            : name;
   await db
     .prepare(
       `WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < ${TOTAL})

@@ -1,8 +1,8 @@
-// How a new email is stored: bodies and headers as one compressed BLOB, a text-only body once (its
-// HTML made again on reading), JSON columns and the outbox row's data as the JSON they were made of,
+// How a new email is stored: bodies, headers and addressing as one compressed BLOB, a text-only body
+// once (its HTML made again on reading), the outbox row's data as the JSON it was made of,
 // the outbox keeping a snapshot of the email rather than a copy, and the text body indexed.
 import { describe, expect, it } from 'vitest';
-import { unpackContent } from '../../worker/emails/content.ts';
+import { packContent, unpackContent } from '../../worker/emails/content.ts';
 import { textToHtml } from '../../worker/ingest/html.ts';
 import { api } from './helpers.ts';
 import { createSyncedAccount, leased, list, messageIn, outbox, rawMessage, readEveryFolder } from './sync-helpers.ts';
@@ -46,12 +46,25 @@ describe('storing new mail', () => {
     expect(unpacked[1]!.headers!.find((h) => h.name.toLowerCase() === 'subject')?.value).toBe('text');
     const rows = stored.map((r, i) => ({ subject: r.subject, body_plain: unpacked[i]!.plain! }));
 
+    // Who it is from and to is in the BLOB too; the row's JSON columns stay empty.
     const { results: json } = await account.db
-      .prepare('SELECT from_json, to_json, references_json FROM emails WHERE account_id = ?')
+      .prepare('SELECT from_json, to_json, cc_json, references_json FROM emails WHERE account_id = ?')
       .bind(account.id)
-      .all<Record<string, string>>();
-    for (const row of json) for (const text of Object.values(row)) expect(text).toBe(JSON.stringify(JSON.parse(text)));
-    expect(json.map((r) => JSON.parse(r.from_json!).address)).toEqual(['bob@example.test', 'bob@example.test']);
+      .all<Record<string, string | null>>();
+    expect(json.map((r) => Object.values(r))).toEqual([
+      [null, '[]', '[]', '[]'],
+      [null, '[]', '[]', '[]'],
+    ]);
+    expect(unpacked.map((c) => c.addressing)).toEqual(
+      ['Bob', 'Bob Sender'].map((name) => ({
+        from: { address: 'bob@example.test', name },
+        to: [{ address: 'alice@example.test', name: 'Alice' }],
+        cc: [],
+        bcc: [],
+        reply_to: [],
+        references: [],
+      })),
+    );
     // The text body is indexed.
     const found = await list(`account_id=${account.id}&q=indented`);
     expect(found.data.map((e: any) => e.subject)).toEqual(['text']);
@@ -99,5 +112,75 @@ describe('storing new mail', () => {
     expect(JSON.stringify(after.slice(0, 2))).toBe(JSON.stringify(before));
     expect(after[0]!.data).toMatchObject({ unread: true, body: '<p>Hello <i>there</i></p>' });
     expect(after[1]!.data).toMatchObject({ unread: false });
+  });
+});
+
+describe('the content BLOB', () => {
+  const content = {
+    html: '<table role="presentation"><tr><td>Caf\u00e9 \ud83d\ude00</td></tr></table>',
+    plain: TEXT,
+    headers: [
+      { name: 'Received', value: 'from mx.example.test by mail.example.test with ESMTPS id 1' },
+      { name: 'Subject', value: 'Re: dictionaries' },
+    ],
+  };
+
+  it('names the dictionary it was compressed with and reads back the very same strings', async () => {
+    const packed = await packContent(content);
+    expect([...packed.subarray(0, 2)]).toEqual([0xfe, 1]);
+    expect(await unpackContent(packed)).toEqual(content);
+  });
+
+  it('reads a BLOB written before dictionaries (bare deflate-raw)', async () => {
+    const json = new Blob([JSON.stringify(content)]).stream().pipeThrough(new CompressionStream('deflate-raw'));
+    const bare = new Uint8Array(await new Response(json).arrayBuffer());
+    expect(bare[0]).not.toBe(0xfe);
+    expect(await unpackContent(bare)).toEqual(content);
+  });
+
+  it('reads the addressing of a row written before it moved into the BLOB from the JSON columns', async () => {
+    const account = await createSyncedAccount();
+    await account.stub.acquireLease('gw-1');
+    const raw = rawMessage({
+      subject: 'older row',
+      to: 'Alice <alice@example.test>, "Carl, Jr." <carl@example.test>',
+      cc: 'dee@example.test',
+      inReplyTo: '<a@example.test>',
+      references: '<root@example.test> <a@example.test>',
+    });
+    const messages = [messageIn(1, raw)];
+    await account.stub.applyChanges('gw-1', [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages }]);
+    const [email] = (await list(`account_id=${account.id}`)).data;
+    const before = (await api('GET', `/emails/${email.id}`)).body;
+
+    const row = await account.db
+      .prepare('SELECT content FROM emails WHERE id = ?')
+      .bind(email.id)
+      .first<{ content: number[] }>();
+    const { addressing, ...rest } = await unpackContent(row!.content);
+    expect(addressing!.to).toHaveLength(2);
+    await account.db
+      .prepare(
+        `UPDATE emails SET content = ?, from_json = ?, to_json = ?, cc_json = ?, bcc_json = ?, reply_to_json = ?,
+           references_json = ? WHERE id = ?`,
+      )
+      .bind(
+        await packContent(rest),
+        JSON.stringify(addressing!.from),
+        ...(['to', 'cc', 'bcc', 'reply_to', 'references'] as const).map((k) => JSON.stringify(addressing![k])),
+        email.id,
+      )
+      .run();
+    const after = (await api('GET', `/emails/${email.id}`)).body;
+    expect(after).toEqual(before);
+    expect(after.cc_attendees).toEqual([
+      { identifier: 'dee@example.test', display_name: '', identifier_type: 'EMAIL_ADDRESS' },
+    ]);
+  });
+
+  it('refuses a dictionary it does not know, rather than reading wrong text', async () => {
+    const packed = await packContent(content);
+    packed[1] = 99;
+    await expect(unpackContent(packed)).rejects.toThrow(/unknown dictionary \(99\)/);
   });
 });

@@ -37,6 +37,8 @@ export const PURGE_ACCOUNT_ROWS_SQL = [
   `DELETE FROM thread_keys WHERE (account_id, key, email_id) IN
      (SELECT account_id, key, email_id FROM thread_keys WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
   `DELETE FROM email_search WHERE rowid IN (SELECT rowid FROM email_search WHERE account_id = ? LIMIT ${PURGE_ROWS})`,
+  // Its participant rows went with its emails.
+  'DELETE FROM account_numbers WHERE account_id = ?',
   `DELETE FROM tracking_hits WHERE tracking_id IN (SELECT tracking_id FROM outgoing_messages WHERE rowid IN (${OUTGOING_CHUNK}))`,
   `DELETE FROM outgoing_messages WHERE rowid IN (${OUTGOING_CHUNK})`,
   // An event has a delivery per endpoint: its deliveries go a chunk of rows at a time, and an event

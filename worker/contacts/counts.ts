@@ -48,7 +48,7 @@ export function countUpStatements(
         const address = normalizeAddress(a.address);
         if (!address || seen.has(address)) continue;
         seen.add(address);
-        participants.push([row.id, accountId, kind, address]);
+        participants.push([row.id, kind, address]);
         if (ownAddresses.has(address)) continue;
         if (!named.has(address) || (a.name && !named.get(address))) named.set(address, a.name ?? '');
       }
@@ -101,25 +101,52 @@ export function countUpStatements(
       )
       .bind(json, accountId),
   ]);
-  const participantRows = jsonChunks(participants).map((json) =>
-    db
-      .prepare(
-        `INSERT OR IGNORE INTO email_participants (email_id, account_id, kind, address)
-         SELECT ${jsonColumns(['email_id', 'account_id', 'kind', 'address'])} FROM json_each(?)`,
-      )
-      .bind(json),
-  );
+  // The account's number in this database first (given once), then the rows naming it.
+  const participantRows = participants.length
+    ? [
+        db
+          .prepare(
+            'INSERT OR IGNORE INTO account_numbers (account_id, num) SELECT ?, IFNULL(MAX(num), 0) + 1 FROM account_numbers',
+          )
+          .bind(accountId),
+        ...jsonChunks(participants).map((json) =>
+          db
+            .prepare(
+              `INSERT OR IGNORE INTO participants (num, kind, address, account_num)
+               SELECT e.num, json_extract(j.value, '$[1]'), json_extract(j.value, '$[2]'), ${ACCOUNT_NUMBER('?2')}
+               FROM json_each(?1) j CROSS JOIN emails e ON e.id = json_extract(j.value, '$[0]')`,
+            )
+            .bind(json, accountId),
+        ),
+      ]
+    : [];
   return [...participantRows, ...counted];
 }
 
-/** A column of the contact's latest email outside the set being deleted (?1), inside an UPDATE of `contacts`. */
-const latestRemainingEmail = (column: 'e.date_ms' | 'e.date') =>
-  `SELECT ${column} FROM email_participants p JOIN emails e ON e.id = p.email_id
-   WHERE p.account_id = contacts.account_id AND p.address = contacts.identifier
-     AND e.id NOT IN (SELECT value FROM json_each(?1)) ORDER BY e.date_ms DESC LIMIT 1`;
+/** The account's number in this database (migrations/0036_email_numbers.sql), for an SQL account id. */
+const ACCOUNT_NUMBER = (accountId: string) => `(SELECT num FROM account_numbers WHERE account_id = ${accountId})`;
+
+/** The numbers of the emails being deleted (?1: their ids as a JSON array). */
+const DELETED_NUMBERS = 'SELECT num FROM emails WHERE id IN (SELECT value FROM json_each(?1))';
+
+/**
+ * A column of the contact's latest email outside the set being deleted (?1), inside an UPDATE of
+ * `contacts`: among the participant rows by number, and those of emails stored before numbers.
+ */
+const latestRemainingEmail = (column: 'date_ms' | 'date') =>
+  `SELECT ${column} FROM (
+     SELECT e.date_ms, e.date FROM participants p JOIN emails e ON e.num = p.num
+     WHERE p.address = contacts.identifier AND p.account_num = ${ACCOUNT_NUMBER('contacts.account_id')}
+       AND e.id NOT IN (SELECT value FROM json_each(?1))
+     UNION ALL
+     SELECT e.date_ms, e.date FROM email_participants p JOIN emails e ON e.id = p.email_id
+     WHERE p.account_id = contacts.account_id AND p.address = contacts.identifier
+       AND e.id NOT IN (SELECT value FROM json_each(?1)))
+   ORDER BY date_ms DESC LIMIT 1`;
 
 /** The contacts these emails name (?1: the email ids as a JSON array). */
-const NAMED = 'SELECT address FROM email_participants WHERE email_id IN (SELECT value FROM json_each(?1))';
+const NAMED = `SELECT address FROM participants WHERE num IN (${DELETED_NUMBERS})
+  UNION ALL SELECT address FROM email_participants WHERE email_id IN (SELECT value FROM json_each(?1))`;
 
 /**
  * Before emails' rows go: their contacts count down (once per email naming them), take the latest
@@ -129,11 +156,14 @@ const NAMED = 'SELECT address FROM email_participants WHERE email_id IN (SELECT 
 /** The two statements of countDownStatements (?1: the email ids as a JSON array, ?2: the account). */
 export const COUNT_DOWN_SQL = [
   `UPDATE contacts SET
-     emails_count = emails_count - (SELECT COUNT(DISTINCT p.email_id) FROM email_participants p
-       WHERE p.account_id = contacts.account_id AND p.address = contacts.identifier
-         AND p.email_id IN (SELECT value FROM json_each(?1))),
-     last_email_ms = COALESCE((${latestRemainingEmail('e.date_ms')}), last_email_ms),
-     last_email_at = COALESCE((${latestRemainingEmail('e.date')}), last_email_at)
+     emails_count = emails_count
+       - (SELECT COUNT(DISTINCT p.num) FROM participants p
+          WHERE p.address = contacts.identifier AND p.num IN (${DELETED_NUMBERS}))
+       - (SELECT COUNT(DISTINCT p.email_id) FROM email_participants p
+          WHERE p.account_id = contacts.account_id AND p.address = contacts.identifier
+            AND p.email_id IN (SELECT value FROM json_each(?1))),
+     last_email_ms = COALESCE((${latestRemainingEmail('date_ms')}), last_email_ms),
+     last_email_at = COALESCE((${latestRemainingEmail('date')}), last_email_at)
    WHERE account_id = ?2 AND identifier IN (${NAMED})`,
   `DELETE FROM contacts WHERE account_id = ?2 AND emails_count <= 0 AND identifier IN (${NAMED})`,
 ] as const;

@@ -4,9 +4,16 @@
  * index on the email id (see test/worker/bulk-limits.test.ts for the query plans).
  */
 
-/** Rows that belong to an email, then the emails themselves; every table is searched by email id. */
+/** The numbers of the emails (?: their ids as a JSON array); null for emails stored before numbers. */
+const NUMBERS = 'SELECT num FROM emails WHERE id IN (SELECT value FROM json_each(?)) AND num IS NOT NULL';
+
+/** Rows that belong to an email, then the emails themselves; every table is searched by email id or number. */
 export const DELETE_EMAIL_ROWS_SQL = [
-  // The search index row goes with its email_search row (trigger).
+  // Rows by the emails' numbers, while the emails are there to give them.
+  `DELETE FROM emails_fts WHERE rowid IN (${NUMBERS})`,
+  `DELETE FROM participants WHERE num IN (${NUMBERS})`,
+  `DELETE FROM thread_key_numbers WHERE num IN (${NUMBERS})`,
+  // Emails stored before numbers: the search index row goes with its email_search row (trigger).
   'DELETE FROM email_search WHERE email_id IN (SELECT value FROM json_each(?))',
   'DELETE FROM thread_key_hashes WHERE email_id IN (SELECT value FROM json_each(?))',
   'DELETE FROM thread_keys WHERE email_id IN (SELECT value FROM json_each(?))',

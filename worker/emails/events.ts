@@ -61,7 +61,10 @@ export function emailEventData(
   bodies?: { html: string; plain: string },
   { emailStays = true }: { emailStays?: boolean } = {},
 ) {
-  const email = presentEmailList(bodies ? { ...record, bodies } : record);
+  // The bodies as parsed, over what the record's content holds (its headers and addressing).
+  const email = presentEmailList(
+    bodies ? { ...record, bodies: { ...record.bodies, html: bodies.html, plain: bodies.plain } } : record,
+  );
   const json = JSON.stringify(email);
   // A UTF-16 unit is at most 3 UTF-8 bytes: most payloads need no encoding to be measured.
   if (json.length * 3 > MAX_EVENT_PAYLOAD_BYTES && new TextEncoder().encode(json).length > MAX_EVENT_PAYLOAD_BYTES)

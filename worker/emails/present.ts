@@ -94,6 +94,33 @@ export interface StoredBodies {
   html?: string;
   plain?: string;
   headers?: { name: string; value: string }[];
+  /** Always in `content` since it holds them; rows written before have them in their JSON columns. */
+  addressing?: StoredAddressing;
+}
+
+/** Who an email is from and to, and the Message-IDs it references. */
+export interface StoredAddressing {
+  from: StoredAddress | null;
+  to: StoredAddress[];
+  cc: StoredAddress[];
+  bcc: StoredAddress[];
+  reply_to: StoredAddress[];
+  references: string[];
+}
+
+/** The email's addressing, from its content or, in rows written before, from the row's JSON columns. */
+export function addressingOf(rec: { row: EmailRow; bodies?: StoredBodies }): StoredAddressing {
+  if (rec.bodies?.addressing) return rec.bodies.addressing;
+  const { row } = rec;
+  const list = (json: string) => JSON.parse(json) as StoredAddress[];
+  return {
+    from: row.from_json ? (JSON.parse(row.from_json) as StoredAddress) : null,
+    to: list(row.to_json),
+    cc: list(row.cc_json),
+    bcc: list(row.bcc_json),
+    reply_to: list(row.reply_to_json),
+    references: JSON.parse(row.references_json) as string[],
+  };
 }
 
 /** The email's headers, from the row or, when they were too large for it, from R2. */
@@ -118,10 +145,8 @@ function attendee(a: StoredAddress, withType: boolean): Attendee | TypedAttendee
     : { identifier: a.address, display_name: a.name };
 }
 
-function attendees<W extends boolean>(json: string, withType: W) {
-  return (JSON.parse(json) as StoredAddress[]).map((a) => attendee(a, withType as never)) as (W extends true
-    ? TypedAttendee
-    : Attendee)[];
+function attendees<W extends boolean>(list: StoredAddress[], withType: W) {
+  return list.map((a) => attendee(a, withType as never)) as (W extends true ? TypedAttendee : Attendee)[];
 }
 
 function presentAttachment(a: AttachmentRow) {
@@ -145,7 +170,8 @@ export function emailHtml(rec: { row: Pick<EmailRow, 'body_html' | 'body_plain'>
 /** Fields both variants share. */
 function common<W extends boolean>(rec: EmailRecord, withType: W) {
   const { row } = rec;
-  const from = row.from_json ? (JSON.parse(row.from_json) as StoredAddress) : { address: '', name: '' };
+  const addressing = addressingOf(rec);
+  const from = addressing.from ?? { address: '', name: '' };
   return {
     id: row.id,
     account_id: row.account_id,
@@ -155,10 +181,10 @@ function common<W extends boolean>(rec: EmailRecord, withType: W) {
     body: emailHtml(rec),
     body_plain: rec.bodies?.plain ?? row.body_plain ?? '',
     from_attendee: attendee(from, withType as never) as W extends true ? TypedAttendee : Attendee,
-    to_attendees: attendees(row.to_json, withType),
-    cc_attendees: attendees(row.cc_json, withType),
-    bcc_attendees: attendees(row.bcc_json, withType),
-    reply_to_attendees: attendees(row.reply_to_json, withType),
+    to_attendees: attendees(addressing.to, withType),
+    cc_attendees: attendees(addressing.cc, withType),
+    bcc_attendees: attendees(addressing.bcc, withType),
+    reply_to_attendees: attendees(addressing.reply_to, withType),
     has_attachments: row.has_attachments === 1,
     attachments: rec.attachments.map(presentAttachment),
     folders: rec.folder_ids,
@@ -179,7 +205,7 @@ export function presentEmailList(rec: EmailRecord, options: { includeHeaders?: b
     message_id: row.message_id ?? '',
     snippet: row.snippet || snippetOf(rec.bodies?.plain ?? row.body_plain ?? ''),
     in_reply_to: row.in_reply_to ? { message_id: row.in_reply_to, id: rec.in_reply_to_id } : null,
-    references: JSON.parse(row.references_json) as string[],
+    references: addressingOf(rec).references,
     folder_ids: rec.folder_ids,
     role: row.role as Role,
     unread: row.unread === 1,

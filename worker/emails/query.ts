@@ -110,10 +110,13 @@ export function buildEmailQuery(
   ] as const) {
     const address = q[filter];
     if (address === undefined) continue;
+    // By number, and in the rows of emails stored before numbers.
     where.push(
-      `e.id IN (SELECT p.email_id FROM email_participants p WHERE p.address = ?${accountId ? ' AND p.account_id = ?' : ''}${kinds})`,
+      `(e.num IN (SELECT p.num FROM participants p WHERE p.address = ?${accountId ? ' AND p.account_num = (SELECT num FROM account_numbers WHERE account_id = ?)' : ''}${kinds})
+        OR e.id IN (SELECT p.email_id FROM email_participants p WHERE p.address = ?${accountId ? ' AND p.account_id = ?' : ''}${kinds}))`,
     );
-    params.push(address.toLowerCase(), ...(accountId ? [accountId] : []));
+    const account = accountId ? [accountId] : [];
+    params.push(address.toLowerCase(), ...account, address.toLowerCase(), ...account);
   }
   if (q.thread_id !== undefined) {
     const id = parseId('thread', q.thread_id);
@@ -142,7 +145,7 @@ export function buildEmailQuery(
     const match = matchExpression(q.q);
     if (!match) empty = true;
     where.push(SEARCH_CONDITION);
-    params.push(match ?? '', match ?? '');
+    params.push(match ?? '', match ?? '', match ?? '');
   }
   if (q.cursor !== undefined) {
     const [dateMs, id] = decodeCursor(q.cursor, filtersKey(q, options.draftsOnly ? 'drafts:' : ''));

@@ -1,8 +1,9 @@
 /**
  * Full-text search over subject, body and participants (the `q` filter of GET /emails), on D1's
- * FTS5. Writing: one `email_search` row (the email's stable FTS rowid) and one index row per email,
- * in the batch that inserts the email, many emails per statement. Removing: deleting the `email_search` row (directly or by
- * the cascade from `emails`) drops the index row (trigger in migrations/0004_read_side.sql).
+ * FTS5. Writing: one index row per email whose rowid is the email's number (`emails.num`), in the
+ * batch that inserts the email, many emails per statement; removing the email removes it
+ * (emails/delete.ts). Emails stored before numbers have their index row under their `email_search`
+ * row's rowid, removed with that row (trigger in migrations/0027_search_without_positions.sql).
  * Reading: user text never reaches FTS5 as syntax; every word is a quoted string. The index keeps
  * no positions (migrations/0027_search_without_positions.sql), so a search is words, never a phrase:
  * a word the tokenizer splits (`zoe.quinn@example.test`) requires each of its parts.
@@ -17,7 +18,6 @@ const MAX_TERMS = 32;
 
 export interface SearchDocument {
   emailId: string;
-  accountId: string;
   subject: string;
   body: string;
   /** The email's row holds `body` as `body_plain` (written before the index rows, same batch). */
@@ -25,12 +25,11 @@ export interface SearchDocument {
   participants: (ParsedAddress | null)[];
 }
 
-/** The search rows of new emails: one `email_search` and one index statement per JSON chunk (sync/bulk.ts). */
+/** The index rows of new emails, by their numbers: one statement per JSON chunk (sync/bulk.ts). */
 export function indexEmailsStatements(db: D1Database, docs: SearchDocument[]): D1PreparedStatement[] {
   if (docs.length === 0) return [];
   const rows = docs.map((doc) => [
     doc.emailId,
-    doc.accountId,
     doc.subject,
     // A body the row holds whole is read from there: its text does not travel to D1 twice.
     doc.bodyInRow && doc.body.length <= MAX_INDEXED_BODY_CHARS ? null : doc.body.slice(0, MAX_INDEXED_BODY_CHARS),
@@ -39,23 +38,16 @@ export function indexEmailsStatements(db: D1Database, docs: SearchDocument[]): D
       .map((a) => `${a.name ?? ''} ${a.address}`.trim())
       .join(' '),
   ]);
-  return jsonChunks(rows).flatMap((json) => [
-    db
-      .prepare(
-        `INSERT INTO email_search (email_id, account_id)
-         SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?)`,
-      )
-      .bind(json),
+  return jsonChunks(rows).map((json) =>
     db
       .prepare(
         `INSERT INTO emails_fts (rowid, subject, body, participants)
-         SELECT s.rowid, json_extract(j.value, '$[2]'), COALESCE(json_extract(j.value, '$[3]'), e.body_plain),
-                json_extract(j.value, '$[4]')
-         FROM json_each(?) j CROSS JOIN email_search s ON s.email_id = json_extract(j.value, '$[0]')
-         CROSS JOIN emails e ON e.id = s.email_id`,
+         SELECT e.num, json_extract(j.value, '$[1]'), COALESCE(json_extract(j.value, '$[2]'), e.body_plain),
+                json_extract(j.value, '$[3]')
+         FROM json_each(?) j CROSS JOIN emails e ON e.id = json_extract(j.value, '$[0]')`,
       )
       .bind(json),
-  ]);
+  );
 }
 
 /**
@@ -81,9 +73,11 @@ export function matchExpression(text: string): string | null {
 }
 
 /**
- * The condition on `emails e` for a MATCH expression bound twice: the index, and the one with
- * positions that holds the emails indexed before it.
+ * The condition on `emails e` for a MATCH expression bound three times: the index by the email's
+ * number, and for emails stored before numbers, by their `email_search` row in the index and in the
+ * one with positions that holds the emails indexed before it (looked at only while such rows exist).
  */
-export const SEARCH_CONDITION = `e.id IN (SELECT s.email_id FROM email_search s WHERE s.rowid IN
-  (SELECT rowid FROM emails_fts WHERE emails_fts MATCH ?
-   UNION ALL SELECT rowid FROM emails_fts_positions WHERE emails_fts_positions MATCH ?))`;
+export const SEARCH_CONDITION = `(e.num IN (SELECT rowid FROM emails_fts WHERE emails_fts MATCH ?)
+  OR (EXISTS (SELECT 1 FROM email_search) AND e.id IN (SELECT s.email_id FROM email_search s WHERE s.rowid IN
+    (SELECT rowid FROM emails_fts WHERE emails_fts MATCH ?
+     UNION ALL SELECT rowid FROM emails_fts_positions WHERE emails_fts_positions MATCH ?))))`;

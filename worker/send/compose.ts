@@ -9,7 +9,7 @@ import type { Context } from 'hono';
 import { z } from 'zod';
 import type { OutgoingAddress, OutgoingMessage } from '../../common/relay.ts';
 import type { AppEnv } from '../env.ts';
-import type { StoredAddress } from '../emails/present.ts';
+import { addressingOf, type StoredAddress } from '../emails/present.ts';
 import { loadEmail } from '../emails/store.ts';
 import { htmlToText } from '../ingest/html.ts';
 import { normalizeAddress } from '../ingest/parse.ts';
@@ -164,20 +164,20 @@ export async function composeMessage(c: Context<AppEnv>, body: ComposeBody, mode
     const original = replyId ? await loadEmail(c.env, replyId, account.id) : null;
     if (!original) throw notFound('The reply_to email');
     const { row } = original;
+    const addressing = addressingOf(original);
     if (body.to === undefined && body.cc === undefined) {
       const own = normalizeAddress(account.email);
-      const from = row.from_json ? (JSON.parse(row.from_json) as StoredAddress) : null;
-      const replyTo = JSON.parse(row.reply_to_json) as StoredAddress[];
+      const { from, reply_to: replyTo } = addressing;
       // Answering one's own sent message goes to its recipients again.
       to =
         from && normalizeAddress(from.address) === own
-          ? (JSON.parse(row.to_json) as StoredAddress[]).map(fromStored)
+          ? addressing.to.map(fromStored)
           : (replyTo.length ? replyTo : from ? [from] : []).map(fromStored);
     }
     subject ??= /^re:/i.test(row.subject.trim()) ? row.subject : `Re: ${row.subject}`;
     if (row.message_id) {
       inReplyTo = row.message_id;
-      references = [...(JSON.parse(row.references_json) as string[]), row.message_id];
+      references = [...addressing.references, row.message_id];
     }
   }
   const bcc = (body.bcc ?? []).map(toOutgoing);

@@ -7,7 +7,7 @@
 import { unwrap } from '../commands/holder.ts';
 import { accountObject } from '../durable/account-stub.ts';
 import type { Env } from '../env.ts';
-import { emailHtml, type EmailRow, type StoredAddress } from '../emails/present.ts';
+import { addressingOf, emailHtml, type EmailRow, type StoredAddress } from '../emails/present.ts';
 import { readBlob } from '../emails/blobs.ts';
 import { loadEmailRecords } from '../emails/store.ts';
 import { notFound } from '../lib/errors.ts';
@@ -24,8 +24,8 @@ export interface DraftToSend {
 }
 
 /** The draft's recipients of one kind; none is "not given" (so a reply target can fill them in). */
-function recipients(json: string) {
-  const list = (JSON.parse(json) as StoredAddress[]).map((a) => ({
+function recipients(addresses: StoredAddress[]) {
+  const list = addresses.map((a) => ({
     identifier: a.address,
     ...(a.name ? { display_name: a.name } : {}),
   }));
@@ -61,12 +61,13 @@ export async function draftToSend(env: Env, body: ComposeBody & { draft_id: stri
   }
   const { draft_id: _draftId, ...request } = body;
   const html = emailHtml(record);
+  const addressing = addressingOf(record);
   const plain = record.bodies?.plain ?? record.row.body_plain ?? '';
   const fromDraft: ComposeBody = {
     account_id: body.account_id,
-    ...nonEmpty('to', recipients(record.row.to_json)),
-    ...nonEmpty('cc', recipients(record.row.cc_json)),
-    ...nonEmpty('bcc', recipients(record.row.bcc_json)),
+    ...nonEmpty('to', recipients(addressing.to)),
+    ...nonEmpty('cc', recipients(addressing.cc)),
+    ...nonEmpty('bcc', recipients(addressing.bcc)),
     subject: record.row.subject,
     body: html,
     // A new HTML body without its own text gets a text alternative derived from it, not the draft's.

@@ -12,11 +12,23 @@ export function insertRows(
   table: string,
   columns: readonly string[],
   rows: unknown[][],
-  { orIgnore = false, hex }: { orIgnore?: boolean; hex?: ReadonlySet<string> } = {},
+  {
+    orIgnore = false,
+    hex,
+    extra = {},
+  }: {
+    orIgnore?: boolean;
+    hex?: ReadonlySet<string>;
+    /** Columns computed in SQL (over `json_each`'s `key` and `value`), by name. */
+    extra?: Record<string, string>;
+  } = {},
 ): D1PreparedStatement[] {
   if (rows.length === 0) return [];
-  const sql = `INSERT ${orIgnore ? 'OR IGNORE ' : ''}INTO ${table} (${columns.join(', ')})
-    SELECT ${jsonColumns(columns, 'value', hex)} FROM json_each(?)`;
+  const computed = Object.entries(extra);
+  const names = [...columns, ...computed.map(([name]) => name)].join(', ');
+  const values = [jsonColumns(columns, 'value', hex), ...computed.map(([, sql]) => sql)].join(', ');
+  const sql = `INSERT ${orIgnore ? 'OR IGNORE ' : ''}INTO ${table} (${names})
+    SELECT ${values} FROM json_each(?)`;
   return jsonChunks(rows).map((json) => db.prepare(sql).bind(json));
 }
 

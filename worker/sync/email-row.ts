@@ -8,7 +8,7 @@
 import { sha256Hex } from '../../common/crypto.ts';
 import type { MessageIn } from '../../common/relay.ts';
 import { packContent } from '../emails/content.ts';
-import type { AttachmentRow, EmailRow, StoredAddress, StoredBodies } from '../emails/present.ts';
+import type { AttachmentRow, EmailRow, StoredAddress, StoredAddressing, StoredBodies } from '../emails/present.ts';
 import { blobKeys } from '../emails/store.ts';
 import type { FolderRow } from '../folders/present.ts';
 import { textToHtml } from '../ingest/html.ts';
@@ -34,7 +34,17 @@ const utf8 = new TextEncoder();
 const utf8Over = (text: string, max: number): boolean => text.length * 3 > max && utf8.encode(text).byteLength > max;
 
 const stored = (a: ParsedAddress): StoredAddress => ({ address: a.address, name: a.name ?? '' });
-const storedList = (list: ParsedAddress[]): string => JSON.stringify(list.slice(0, ADDRESSES_MAX).map(stored));
+const storedList = (list: ParsedAddress[]): StoredAddress[] => list.slice(0, ADDRESSES_MAX).map(stored);
+
+/** Who a message is from and to, and what it references, as its content keeps them. */
+const addressingOf = (mail: ParsedMessage): StoredAddressing => ({
+  from: mail.from ? stored(mail.from) : null,
+  to: storedList(mail.to),
+  cc: storedList(mail.cc),
+  bcc: storedList(mail.bcc),
+  reply_to: storedList(mail.reply_to),
+  references: mail.references.slice(-REFERENCES_MAX),
+});
 
 /** ASCII case folding, as SQLite's lower() does it. */
 const asciiLower = (text: string): string => text.replace(/[A-Z]+/g, (upper) => upper.toLowerCase());
@@ -60,8 +70,15 @@ export interface NewEmail {
 const blobDigest = async (accountId: string, identity: string): Promise<string> =>
   (await sha256Hex(`${accountId}\n${identity}`)).slice(0, 40);
 
-/** The row of a new email; its bytes go to `blobs` (a segment, or objects of their own). */
-export async function buildEmailRow(e: NewEmail, raw: Uint8Array, blobs: BlobWriter): Promise<EmailRow> {
+/**
+ * The row of a new email, and its content as the row's `content` BLOB holds it (what reading it
+ * back gives); its bytes go to `blobs` (a segment, or objects of their own).
+ */
+export async function buildEmailRow(
+  e: NewEmail,
+  raw: Uint8Array,
+  blobs: BlobWriter,
+): Promise<{ row: EmailRow; content: StoredBodies }> {
   const { mail, message, accountId } = e;
   const digest = blobs.ownKeys ? await blobDigest(accountId, e.identity) : '';
   const dateMs = mail.date_ms ?? (Date.parse(message.internal_date) || Date.now());
@@ -88,12 +105,14 @@ export async function buildEmailRow(e: NewEmail, raw: Uint8Array, blobs: BlobWri
   const subject = mail.subject.slice(0, SUBJECT_MAX_CHARS);
   // A text-only email's HTML is its text escaped: not stored twice (emails/present.ts makes it again).
   const html = mail.html === textToHtml(mail.plain) ? {} : { html: mail.html };
-  const inline: StoredBodies = {
+  // The address lists repeat the header block's words: in the same BLOB they cost little.
+  const content: StoredBodies = {
     ...(!bodiesOutside && { ...html, plain: mail.plain }),
     ...(!headersOutside && { headers: mail.headers }),
+    addressing: addressingOf(mail),
   };
 
-  return {
+  const row: EmailRow = {
     id: newId('email', dateMs > 0 ? Math.min(dateMs, Date.now()) : Date.now()),
     account_id: accountId,
     identity: e.identity,
@@ -101,24 +120,25 @@ export async function buildEmailRow(e: NewEmail, raw: Uint8Array, blobs: BlobWri
     provider_id: message.gm_msgid ?? null,
     message_id: mail.message_id,
     in_reply_to: mail.in_reply_to,
-    references_json: JSON.stringify(mail.references.slice(-REFERENCES_MAX)),
+    references_json: '[]',
     date: iso(dateMs),
     date_ms: dateMs,
     subject,
     subject_folded: foldedSubject(subject),
     // The snippet is made again from the text body when the row holds it (emails/present.ts).
     snippet: bodiesOutside ? mail.snippet : '',
-    from_json: mail.from ? JSON.stringify(stored(mail.from)) : null,
-    to_json: storedList(mail.to),
-    cc_json: storedList(mail.cc),
-    bcc_json: storedList(mail.bcc),
-    reply_to_json: storedList(mail.reply_to),
+    // In `content` (addressing).
+    from_json: null,
+    to_json: '[]',
+    cc_json: '[]',
+    bcc_json: '[]',
+    reply_to_json: '[]',
     from_address: mail.from ? normalizeAddress(mail.from.address) : null,
     body_html: null,
     body_plain: null,
     body_key: bodyKey,
     headers_json: '[]',
-    content: Object.keys(inline).length ? await packContent(inline) : null,
+    content: await packContent(content),
     raw_key: rawKey,
     size: message.size,
     has_attachments: mail.has_attachments ? 1 : 0,
@@ -132,6 +152,7 @@ export async function buildEmailRow(e: NewEmail, raw: Uint8Array, blobs: BlobWri
     created_at: e.now,
     updated_at: e.now,
   };
+  return { row, content };
 }
 
 /** Attachment rows of a new email; each attachment's bytes go to `blobs`. */

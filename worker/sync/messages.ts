@@ -12,7 +12,7 @@
  */
 import type { Change, MessageIn } from '../../common/relay.ts';
 import { emailEventData } from '../emails/events.ts';
-import type { AttachmentRow, EmailRecord, EmailRow } from '../emails/present.ts';
+import type { AttachmentRow, EmailRecord, EmailRow, StoredBodies } from '../emails/present.ts';
 import { blobKeys, loadEmailRecords } from '../emails/store.ts';
 import type { FolderRow } from '../folders/present.ts';
 import type { ParsedMessage } from '../ingest/types.ts';
@@ -146,12 +146,18 @@ export async function applyMessages(
     const sentByApi = arrival.mail.message_id ? outgoing.get(arrival.mail.message_id) : undefined;
     const blobs = message.staged ? new SeparateObjects(result) : segment;
     const made = { identity, folder, flags, threader, now, sentByApi, blobs, rows };
-    const { row, attachments } = await storeNewEmail(state, arrival, made, result);
+    const { row, attachments, content } = await storeNewEmail(state, arrival, made, result);
     copies.set(arrival.base, [...siblings, row]);
     placed.set(row.id, [{ folder_id: folder.id, uid: message.uid, seen: row.unread ? 0 : 1, flagged: row.starred }]);
     if (row.message_id && !repliedTo.has(row.message_id)) repliedTo.set(row.message_id, row.id);
     const inReplyToId = row.in_reply_to ? (repliedTo.get(row.in_reply_to) ?? null) : null;
-    const record: EmailRecord = { row, folder_ids: [folder.id], attachments, in_reply_to_id: inReplyToId };
+    const record: EmailRecord = {
+      row,
+      folder_ids: [folder.id],
+      attachments,
+      in_reply_to_id: inReplyToId,
+      bodies: content,
+    };
     emitNew(state, result, record, mail);
   }
   segment.close(result);
@@ -219,14 +225,14 @@ async function storeNewEmail(
     rows: NewMailRows;
   },
   result: ChangeResult,
-): Promise<{ row: EmailRow; attachments: AttachmentRow[] }> {
+): Promise<{ row: EmailRow; attachments: AttachmentRow[]; content: StoredBodies }> {
   const { identity, folder, flags, threader, now, blobs } = made;
   const dateMs = mail.date_ms ?? (Date.parse(message.internal_date) || Date.now());
   const thread = await threader.assign(threadedMessage(mail, dateMs, message.gm_thrid));
   made.rows.merge(thread.statements);
   if (thread.merged.length) await threadMergeEvents(state, result, thread.merged, thread.threadId);
   const accountId = state.account.accountId;
-  const row = await buildEmailRow(
+  const { row, content } = await buildEmailRow(
     { mail, message, identity, folder, flags, threadId: thread.threadId, accountId, now },
     raw,
     blobs,
@@ -238,7 +244,7 @@ async function storeNewEmail(
     membership: { folder_id: folder.id, uid: message.uid, seen: row.unread ? 0 : 1, flagged: row.starred },
     threadKeys: await threader.record(row.id, row.thread_id, threadedMessage(mail, row.date_ms, message.gm_thrid)),
   });
-  return { row, attachments };
+  return { row, attachments, content };
 }
 
 /** email.new (or email.draft.new) of a new email, and email.new.bounce when it is a bounce. */

@@ -10,12 +10,16 @@ import type { AttachmentRow, EmailRow } from '../emails/present.ts';
 import { indexEmailsStatements, type SearchDocument } from '../emails/search.ts';
 import type { ParsedMessage } from '../ingest/types.ts';
 import { JsonText } from '../lib/sql.ts';
+import { threadKeyStatements } from '../threads/threader.ts';
 import { deleteRows, insertRows, updateRows } from './bulk.ts';
 import type { Membership } from './memberships.ts';
 
 const MEMBERSHIP_COLUMNS = ['email_id', 'folder_id', 'account_id', 'uid', 'seen', 'flagged'] as const;
-const THREAD_KEY_COLUMNS = ['key_hash', 'email_id'] as const;
-const THREAD_KEY_HEX: ReadonlySet<string> = new Set(['key_hash']);
+/**
+ * The numbers a statement's new emails take (`emails.num`, migrations/0036_email_numbers.sql): the
+ * next ones above every number and every `email_search` rowid in use, one per JSON row (`key`).
+ */
+const NEXT_NUMBERS = `MAX(IFNULL((SELECT MAX(num) FROM emails), 0), IFNULL((SELECT MAX(rowid) FROM email_search), 0)) + key + 1`;
 
 /** Email columns holding JSON (an array or object, or null): they go to D1 as JSON, not as strings. */
 const JSON_COLUMNS = new Set([
@@ -76,7 +80,6 @@ export class NewMailRows {
     this.threadKeys.push(...extra.threadKeys);
     this.search.push({
       emailId: row.id,
-      accountId: this.accountId,
       subject: row.subject,
       body: mail.plain,
       bodyInRow: row.body_plain === mail.plain,
@@ -112,7 +115,10 @@ export class NewMailRows {
     const emails = rowValues(this.emails);
     const attachments = rowValues(this.attachments);
     return [
-      ...insertRows(db, 'emails', emails.columns, emails.values, { hex: BLOB_COLUMNS }),
+      ...insertRows(db, 'emails', emails.columns, emails.values, {
+        hex: BLOB_COLUMNS,
+        extra: { num: NEXT_NUMBERS },
+      }),
       ...indexEmailsStatements(db, this.search),
       ...updateRows(db, 'email_folders', ['email_id', 'folder_id'], ['uid', 'seen', 'flagged'], this.restored),
       ...insertRows(db, 'email_folders', MEMBERSHIP_COLUMNS, this.memberships),
@@ -125,10 +131,7 @@ export class NewMailRows {
           ]
         : []),
       ...insertRows(db, 'attachments', attachments.columns, attachments.values),
-      ...insertRows(db, 'thread_key_hashes', THREAD_KEY_COLUMNS, this.threadKeys, {
-        orIgnore: true,
-        hex: THREAD_KEY_HEX,
-      }),
+      ...threadKeyStatements(db, this.threadKeys),
       ...countUpStatements(db, this.accountId, this.people, ownAddresses),
       ...this.merges,
     ];

@@ -3,8 +3,9 @@
  *
  * - Gmail's X-GM-THRID where present (a derived, stable `thr_` id).
  * - Otherwise JWZ-style, through thread keys: every Message-ID an email names (its own, In-Reply-To,
- *   References) is a row in `thread_key_hashes` (as a hash of the account and the key; emails synced
- *   before that have theirs in `thread_keys`, as text), and an email joins the thread of any email
+ *   References) is a row in `thread_key_numbers` (a hash of the account and the key, with the
+ *   email's number; emails stored before numbers have theirs in `thread_key_hashes` by email id, and
+ *   before hashes in `thread_keys`, as text), and an email joins the thread of any email
  *   sharing a key.
  *   That tolerates missing parents: a reply that arrives before its parent, or siblings that only
  *   share an ancestor that never arrived. When one email links two existing threads they merge: the
@@ -21,7 +22,7 @@
 import type { ParsedMessage } from '../ingest/types.ts';
 import { derivedId, newId } from '../lib/ids.ts';
 import { isoNow } from '../lib/time.ts';
-import { placeholders } from '../lib/sql.ts';
+import { jsonChunks, placeholders } from '../lib/sql.ts';
 import { sha256Hex } from '../../common/crypto.ts';
 
 export const SUBJECT_WINDOW_MS = 30 * 24 * 3600 * 1000;
@@ -55,7 +56,7 @@ export function normalizeSubject(subject: string): { base: string; isReply: bool
   return { base: subject.slice(prefix.length).trim().replace(/\s+/g, ' ').toLowerCase(), isReply: prefix !== '' };
 }
 
-/** A key as `thread_key_hashes` holds it (hex): the first 8 bytes of SHA-256 of the account and the key. */
+/** A key as `thread_key_numbers` holds it (hex): the first 8 bytes of SHA-256 of the account and the key. */
 async function keyHash(accountId: string, key: string): Promise<string> {
   return (await sha256Hex(`${accountId}\n${key}`)).slice(0, 16);
 }
@@ -65,12 +66,29 @@ async function keyHash(accountId: string, key: string): Promise<string> {
  * text in the rows written before hashes (?1: the account).
  */
 const EMAILS_NAMING = `SELECT json_extract(j.value, '$[0]') AS key, e.thread_id, e.date_ms FROM json_each(?2) j
+    CROSS JOIN thread_key_numbers k ON k.key_hash = unhex(json_extract(j.value, '$[1]'))
+    JOIN emails e ON e.num = k.num
+  UNION ALL
+  SELECT json_extract(j.value, '$[0]'), e.thread_id, e.date_ms FROM json_each(?2) j
     CROSS JOIN thread_key_hashes k ON k.key_hash = unhex(json_extract(j.value, '$[1]'))
     JOIN emails e ON e.id = k.email_id
   UNION ALL
   SELECT json_extract(j.value, '$[0]'), e.thread_id, e.date_ms FROM json_each(?2) j
     CROSS JOIN thread_keys k ON k.account_id = ?1 AND k.key = json_extract(j.value, '$[0]')
     JOIN emails e ON e.id = k.email_id`;
+
+/** The statements writing new emails' key rows (from `record`), after the emails' own rows. */
+export function threadKeyStatements(db: D1Database, rows: unknown[][]): D1PreparedStatement[] {
+  return jsonChunks(rows).map((json) =>
+    db
+      .prepare(
+        `INSERT OR IGNORE INTO thread_key_numbers (key_hash, num)
+         SELECT unhex(json_extract(j.value, '$[0]')), e.num
+         FROM json_each(?) j CROSS JOIN emails e ON e.id = json_extract(j.value, '$[1]')`,
+      )
+      .bind(json),
+  );
+}
 
 /** The Message-IDs an email names. */
 function messageKeys(m: ThreadedMessage): string[] {
@@ -157,7 +175,7 @@ export class Threader {
     return { threadId: winner!.threadId, statements: this.merge(winner!, later), merged: later.map((t) => t.threadId) };
   }
 
-  /** Rows of `thread_key_hashes` [key_hash (hex), email_id] recording a new email's keys (written after its insert). */
+  /** Rows [key_hash (hex), email_id] recording a new email's keys (written after its insert: threadKeyStatements). */
   async record(emailId: string, threadId: string, m: ThreadedMessage): Promise<unknown[][]> {
     if (m.gm_thrid) return [];
     const { base } = normalizeSubject(m.subject);

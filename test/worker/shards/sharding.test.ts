@@ -6,7 +6,7 @@ import { env } from 'cloudflare:workers';
 import { describe, expect, it, vi } from 'vitest';
 import { fromBase64Url } from '../../../worker/lib/crypto.ts';
 import { shards } from '../../../worker/shards/registry.ts';
-import { api } from '../helpers.ts';
+import { api, NUMBERED_ROWS_OF_ACCOUNT } from '../helpers.ts';
 import { listEmails, minute, readAccount } from '../read-helpers.ts';
 
 const all = shards(env);
@@ -156,6 +156,7 @@ const MAIL_ROWS = [
   'SELECT COUNT(*) AS n FROM thread_keys WHERE account_id = ?1',
   'SELECT COUNT(*) AS n FROM email_search WHERE account_id = ?1',
   "SELECT COUNT(*) AS n FROM events WHERE account_id = ?1 AND type != 'account.remove'",
+  ...Object.values(NUMBERED_ROWS_OF_ACCOUNT),
 ];
 
 describe('removing an account on a shard', () => {

@@ -11,6 +11,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gatewayCommand } from './gateway-command.mjs';
+import { mailShardBindings, mailShardCount } from './mail-shards.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const devVarsPath = join(root, '.dev.vars');
@@ -97,15 +98,15 @@ function wrangler(args, options = {}) {
  * (several `npm start` at once must not rewrite a config a running wrangler watches).
  */
 function shardedConfig() {
-  const count = Number(process.env.MAIL_SHARDS ?? 1);
-  if (!Number.isInteger(count) || count < 1) {
+  const count = mailShardCount(process.env.MAIL_SHARDS);
+  if (count === null) {
     console.error(
       `[start] MAIL_SHARDS must be a whole number of shards, got ${JSON.stringify(process.env.MAIL_SHARDS)}`,
     );
     process.exit(1);
   }
   if (count === 1) return { bindings: ['DB'], configArgs: [] };
-  const bindings = ['DB', ...Array.from({ length: count - 1 }, (_, i) => `MAIL_DB_${i + 2}`)];
+  const bindings = mailShardBindings(count);
   const extra = bindings
     .slice(1)
     .map(

@@ -5,15 +5,17 @@
  * about what is stored: each by the binding it is (DB, the directory; MAIL_DB_2, … with MAIL_SHARDS).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createHash, createHmac, randomBytes } from 'node:crypto';
-import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DatabaseSync } from 'node:sqlite';
+import type { DatabaseSync } from 'node:sqlite';
 import { createMailboxClient, type MailboxClient } from '../../client/index.ts';
 import { startMailServer, type MailServer } from '../mailserver/mailserver.ts';
 import { checkedFetch, checkResponse } from './contract.ts';
+import { DIRECTORY, openD1Files } from './d1-files.ts';
 import { freePort, waitForHttp } from './helpers.ts';
+import { copyStateTemplate } from './state-template.ts';
 
 export interface Service {
   base: string;
@@ -85,13 +87,10 @@ export async function startService(
   const echo = options.echo ?? process.env.E2E_ECHO === '1';
   const port = await freePort();
   const stateDir = mkdtempSync(join(tmpdir(), 'mailbox-e2e-'));
-  // The run's migrated database (test/node/state-template.ts), when there is one.
-  const template = process.env.E2E_STATE_TEMPLATE;
-  if (template) cpSync(template, stateDir, { recursive: true });
   const adminKey = `mbx_admin_${randomBytes(16).toString('hex')}`;
   const gatewaySecret = randomBytes(32).toString('hex');
   const base = `http://127.0.0.1:${port}`;
-  const env = {
+  const env: NodeJS.ProcessEnv = {
     ...process.env,
     ADMIN_API_KEY: adminKey,
     GATEWAY_SECRET: gatewaySecret,
@@ -102,6 +101,8 @@ export async function startService(
     ...(options.gatewayEnv ?? { START_GATEWAY: '0' }),
     ...options.workerEnv,
   };
+  // The run's migrated databases (test/node/state-template.ts), one for each shard, when there are.
+  copyStateTemplate(stateDir, env.MAIL_SHARDS);
   const workerLog: string[] = [];
   const workerListeners: ((line: string) => void)[] = [];
   const startWorker = async (workerEnv: NodeJS.ProcessEnv) => {
@@ -235,38 +236,6 @@ export async function startService(
     },
   };
   return service;
-}
-
-const DIRECTORY = 'DB';
-/** The mail shard bindings `npm start` can make (MAIL_SHARDS=n: DB, MAIL_DB_2 … MAIL_DB_n). */
-const SHARD_BINDINGS = [DIRECTORY, ...Array.from({ length: 63 }, (_, i) => `MAIL_DB_${i + 2}`)];
-
-/**
- * The file name miniflare gives a local D1 database: its Durable Object id for the database id, which
- * for a binding without `database_id` (wrangler.toml, and the shards npm start adds) is the binding.
- */
-function d1FileName(databaseId: string): string {
-  const key = createHash('sha256').update('miniflare-D1DatabaseObject').digest();
-  const name = createHmac('sha256', key).update(databaseId).digest().subarray(0, 16);
-  const check = createHmac('sha256', key).update(name).digest().subarray(0, 16);
-  return `${Buffer.concat([name, check]).toString('hex')}.sqlite`;
-}
-
-/** The local D1 files of a state folder by binding, DB first; a file that is no known binding is an error, not a guess. */
-function openD1Files(stateDir: string): Map<string, DatabaseSync> {
-  const dir = join(stateDir, 'v3', 'd1', 'miniflare-D1DatabaseObject');
-  const files = readdirSync(dir).filter((f) => f.endsWith('.sqlite') && f !== 'metadata.sqlite');
-  const byFile = new Map(SHARD_BINDINGS.map((binding) => [d1FileName(binding), binding]));
-  const unknown = files.filter((f) => !byFile.has(f));
-  if (unknown.length > 0) throw new Error(`D1 files of no known binding in ${dir}: ${unknown.join(', ')}`);
-  if (!files.includes(d1FileName(DIRECTORY))) throw new Error(`no D1 file for DB in ${dir}`);
-  const out = new Map<string, DatabaseSync>();
-  for (const binding of SHARD_BINDINGS) {
-    const file = d1FileName(binding);
-    // workerd writes the files meanwhile: wait for a write lock rather than fail at once.
-    if (files.includes(file)) out.set(binding, new DatabaseSync(join(dir, file), { readOnly: true, timeout: 10_000 }));
-  }
-  return out;
 }
 
 /** Poll `probe` until it returns a truthy value; the last value (or error) is reported on timeout. */

@@ -1,9 +1,11 @@
 // `npm start` as a user runs it: real wrangler dev (workerd), real HTTP.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mailShardBindings, mailShardCount } from '../../scripts/mail-shards.mjs';
+import { openD1Files } from './d1-files.ts';
 import { freePort, waitForHttp } from './helpers.ts';
 
 const ADMIN = 'k';
@@ -22,7 +24,8 @@ beforeAll(async () => {
   });
   child.stdout?.resume();
   child.stderr?.resume();
-  await waitForHttp(`http://127.0.0.1:${port}/`, 90_000);
+  // From an empty state it applies every migration to every database: three of them with MAIL_SHARDS=3.
+  await waitForHttp(`http://127.0.0.1:${port}/`, 240_000);
 });
 
 afterAll(async () => {
@@ -73,6 +76,26 @@ describe('npm start', () => {
       const res = await call('GET', path, ADMIN);
       expect(res.status).toBe(404);
       expect(await res.json()).toMatchObject({ type: 'errors/not_found' });
+    }
+  });
+
+  it('applies every migration to each database it binds (DB, and MAIL_DB_2, … with MAIL_SHARDS)', () => {
+    const migrations = readdirSync(new URL('../../migrations', import.meta.url))
+      .filter((file) => file.endsWith('.sql'))
+      .sort();
+    const databases = openD1Files(stateDir);
+    try {
+      const applied = [...databases].map(([binding, db]) => [
+        binding,
+        db
+          .prepare('SELECT name FROM d1_migrations ORDER BY id')
+          .all()
+          .map((row) => row.name),
+      ]);
+      const bindings = mailShardBindings(mailShardCount(process.env.MAIL_SHARDS) ?? 1);
+      expect(applied).toEqual(bindings.map((binding) => [binding, migrations]));
+    } finally {
+      for (const db of databases.values()) db.close();
     }
   });
 

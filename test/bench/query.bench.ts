@@ -11,11 +11,11 @@
  * then once more after ANALYZE for comparison. Nothing here asserts on time.
  */
 import { createHash } from 'node:crypto';
-import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { mainRole } from '../../worker/folders/present.ts';
 import { newId } from '../../worker/lib/ids.ts';
+import { d1FileName, d1Folder, DIRECTORY } from '../node/d1-files.ts';
 import { startService, type Service } from '../node/service.ts';
 import { prng } from '../shared/prng.ts';
 
@@ -124,12 +124,8 @@ interface Fixture {
   loadSeconds: number;
 }
 
-function d1File(service: Service): string {
-  const dir = join(service.stateDir, 'v3', 'd1', 'miniflare-D1DatabaseObject');
-  const file = readdirSync(dir).find((f) => f.endsWith('.sqlite') && f !== 'metadata.sqlite');
-  if (!file) throw new Error(`no D1 database file in ${dir}`);
-  return join(dir, file);
-}
+/** The directory's database file (DB), where the bench's accounts live whatever MAIL_SHARDS is. */
+const d1File = (service: Service): string => join(d1Folder(service.stateDir), d1FileName(DIRECTORY));
 
 /** 100,000 emails in ~5 accounts, written the way a sync writes them, in one transaction. */
 function load(file: string): Fixture {

@@ -7,10 +7,10 @@
  * fan-out of BENCH_WEBHOOK_FANOUT_EVENTS (default 200) events to 10 endpoints.
  */
 import { randomBytes } from 'node:crypto';
-import { readdirSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
+import { d1FileName, d1Folder, DIRECTORY } from '../node/d1-files.ts';
 import { eventually, type Service, startService } from '../node/service.ts';
 
 const ONE_ENDPOINT_EVENTS = Number(process.env.BENCH_WEBHOOK_EVENTS ?? 1000);
@@ -50,10 +50,8 @@ function startSubscriber() {
 }
 
 function writeOutbox(service: Service, count: number): void {
-  const dir = join(service.stateDir, 'v3', 'd1', 'miniflare-D1DatabaseObject');
-  const file = readdirSync(dir).find((f) => f.endsWith('.sqlite') && f !== 'metadata.sqlite');
-  if (!file) throw new Error(`no D1 database file in ${dir}`);
-  const db = new DatabaseSync(join(dir, file));
+  // The directory's database (DB): the bench's events are of no account.
+  const db = new DatabaseSync(join(d1Folder(service.stateDir), d1FileName(DIRECTORY)));
   try {
     // Older than the sweep's grace period, never enqueued: the sweep sends them at once.
     const createdAt = new Date(Date.now() - 120_000).toISOString();

@@ -3,6 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defineProject } from 'vitest/config';
+import { mailShardBindings } from '../../scripts/mail-shards.mjs';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -25,7 +26,9 @@ function fixtureFiles(dir = `${root}/test/fixtures`): Record<string, string> {
  */
 export function workerProject({ name, shards, include }: { name: string; shards: number; include: string[] }) {
   const extraShards = Object.fromEntries(
-    Array.from({ length: Math.max(0, shards - 1) }, (_, i) => [`MAIL_DB_${i + 2}`, `mailbox-${i + 2}`]),
+    mailShardBindings(shards)
+      .slice(1)
+      .map((binding, i) => [binding, `mailbox-${i + 2}`]),
   );
   return defineProject({
     plugins: [

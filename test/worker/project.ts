@@ -68,6 +68,8 @@ export function workerProject({ name, shards, include }: { name: string; shards:
       root,
       include,
       setupFiles: ['test/worker/setup.ts'],
+      // Several accounts, syncs and deliveries per test: seconds on a loaded machine, not a hang.
+      testTimeout: 30_000,
     },
   });
 }

@@ -101,26 +101,31 @@ export function countUpStatements(
       )
       .bind(json, accountId),
   ]);
-  // The account's number in this database first (given once), then the rows naming it.
-  const participantRows = participants.length
-    ? [
-        db
-          .prepare(
-            'INSERT OR IGNORE INTO account_numbers (account_id, num) SELECT ?, IFNULL(MAX(num), 0) + 1 FROM account_numbers',
-          )
-          .bind(accountId),
-        ...jsonChunks(participants).map((json) =>
-          db
-            .prepare(
-              `INSERT OR IGNORE INTO participants (num, kind, address, account_num)
-               SELECT e.num, json_extract(j.value, '$[1]'), json_extract(j.value, '$[2]'), ${ACCOUNT_NUMBER('?2')}
-               FROM json_each(?1) j CROSS JOIN emails e ON e.id = json_extract(j.value, '$[0]')`,
-            )
-            .bind(json, accountId),
-        ),
-      ]
-    : [];
-  return [...participantRows, ...counted];
+  return [...participantStatements(db, accountId, participants), ...counted];
+}
+
+/**
+ * The participant rows ([email id, kind, address]) of new emails, by their numbers: the account's
+ * number in this database first (given once), then the rows naming it.
+ */
+function participantStatements(db: D1Database, accountId: string, participants: unknown[][]): D1PreparedStatement[] {
+  if (participants.length === 0) return [];
+  return [
+    db
+      .prepare(
+        'INSERT OR IGNORE INTO account_numbers (account_id, num) SELECT ?, IFNULL(MAX(num), 0) + 1 FROM account_numbers',
+      )
+      .bind(accountId),
+    ...jsonChunks(participants).map((json) =>
+      db
+        .prepare(
+          `INSERT OR IGNORE INTO participants (num, kind, address, account_num)
+           SELECT e.num, json_extract(j.value, '$[1]'), json_extract(j.value, '$[2]'), ${ACCOUNT_NUMBER('?2')}
+           FROM json_each(?1) j CROSS JOIN emails e ON e.id = json_extract(j.value, '$[0]')`,
+        )
+        .bind(json, accountId),
+    ),
+  ];
 }
 
 /** The account's number in this database (migrations/0036_email_numbers.sql), for an SQL account id. */

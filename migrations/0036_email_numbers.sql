@@ -1,9 +1,9 @@
 -- An email's number: a small integer, unique in its database, that the rows about an email key on
 -- instead of its 32-character id. Its participants, its threading keys and its full-text index row
 -- are then a few bytes of key each, and the search index's rowid is the number itself (no
--- `email_search` row). Numbers are given at insert (worker/sync/new-mail.ts) counting down from -1:
--- `email_search` rowids are positive, so an index row never names two emails, whichever code wrote
--- it (even an older Worker still running during a deploy).
+-- `email_search` row). Numbers are given at insert (worker/sync/new-mail.ts), each above the last;
+-- the first a million above the highest `email_search` rowid, which an older Worker still running
+-- during the deploy would go on counting from: an index row never names two emails.
 --
 -- Emails stored before keep a null number and their rows in `email_participants`,
 -- `thread_key_hashes` and `email_search`: D1 runs a statement for at most 30 seconds, so a full

@@ -50,8 +50,8 @@ async function cloneEmails(db: D1Database, accountId: string, times: number): Pr
       .run();
   };
   const suffix = (column: string) => `${column} || '-' || i`;
-  // Numbers far below the originals' (the first few thousand) for every copy.
-  const renumbered = 'num - i * 1000000';
+  // Numbers far above the originals' (the first few thousand) for every copy.
+  const renumbered = 'num + i * 1000000';
   await copy('emails', byId('id'), { id: suffix('id'), identity: suffix('identity'), num: renumbered });
   const byNumber = `num IN (SELECT num FROM emails WHERE ${byId('id')})`;
   await copy('participants', byNumber, { num: renumbered });

@@ -6,7 +6,7 @@ import { api, NUMBERED_ROWS_OF_ACCOUNT } from './helpers.ts';
 import { listEmails, minute, readAccount, subjects } from './read-helpers.ts';
 import { readEveryFolder } from './sync-helpers.ts';
 
-/** An `email_search` rowid of an older database (positive; email numbers are negative). */
+/** An `email_search` rowid of an older database: numbers given after it start a million above it. */
 const OLD_ROWID = 500;
 
 /**
@@ -83,6 +83,10 @@ describe('emails stored before numbers', () => {
       references: '<root@old.test>',
       text: 'And the zebra totals.',
     });
+    // Its number starts a million above the older rows' search rowids (an older Worker adding some stays below).
+    expect(await count(a.db, 'SELECT MIN(num) AS n FROM emails WHERE account_id = ?', a.id)).toBe(
+      OLD_ROWID + 1_000_001,
+    );
     const listed = (await listEmails(base)).data;
     expect(subjects({ data: listed })).toEqual(['Re: Quarterly zebra report', 'Quarterly zebra report']);
     expect(listed[0].thread_id).toBe(old.thread_id);

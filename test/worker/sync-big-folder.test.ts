@@ -45,7 +45,7 @@ async function bigArchive() {
         : name === 'message_id'
           ? "'<big-' || n.i || '@remote.test>'"
           : name === 'num'
-            ? 'num - n.i' // below the seed's, the lowest number in use
+            ? 'num + n.i' // above the seed's, the highest number in use
             : name;
   await db
     .prepare(

@@ -17,10 +17,13 @@ import type { Membership } from './memberships.ts';
 const MEMBERSHIP_COLUMNS = ['email_id', 'folder_id', 'account_id', 'uid', 'seen', 'flagged'] as const;
 /**
  * The numbers a statement's new emails take (`emails.num`, migrations/0036_email_numbers.sql): the
- * next ones below every number in use, one per JSON row (`key`). Negative, so never an
- * `email_search` rowid (those are positive): the search index keys both.
+ * next ones above every number in use, one per JSON row (`key`). The first, in a database with
+ * `email_search` rows (whose rowids the search index keys too), starts a million above them: an
+ * older Worker adding such rows during a deploy stays far below. Ascending keys keep every b-tree
+ * they enter full (SQLite splits a page at its right end as rows are appended).
  */
-const NEXT_NUMBERS = `IFNULL((SELECT MIN(num) FROM emails WHERE num IS NOT NULL), 0) - key - 1`;
+const NEXT_NUMBERS = `IFNULL((SELECT MAX(num) FROM emails WHERE num IS NOT NULL),
+  IFNULL((SELECT MAX(rowid) FROM email_search) + 1000000, 0)) + key + 1`;
 
 /** Email columns holding JSON (an array or object, or null): they go to D1 as JSON, not as strings. */
 const JSON_COLUMNS = new Set([

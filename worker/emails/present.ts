@@ -167,10 +167,9 @@ export function emailHtml(rec: { row: Pick<EmailRow, 'body_html' | 'body_plain'>
   return html ?? textToHtml(rec.bodies?.plain ?? rec.row.body_plain ?? '');
 }
 
-/** Fields both variants share. */
-function common<W extends boolean>(rec: EmailRecord, withType: W) {
+/** Fields both variants share (`addressing`: the email's, read once by the caller). */
+function common<W extends boolean>(rec: EmailRecord, addressing: StoredAddressing, withType: W) {
   const { row } = rec;
-  const addressing = addressingOf(rec);
   const from = addressing.from ?? { address: '', name: '' };
   return {
     id: row.id,
@@ -196,16 +195,17 @@ function common<W extends boolean>(rec: EmailRecord, withType: W) {
 export function presentEmailList(rec: EmailRecord, options: { includeHeaders?: boolean } = {}): EmailListItem {
   const { row } = rec;
   const isDraft = row.is_draft === 1;
+  const addressing = addressingOf(rec);
   return {
     object: isDraft ? ('Draft' as const) : ('Email' as const),
-    ...common(rec, false),
+    ...common(rec, addressing, false),
     ...(isDraft ? { draft_id: row.draft_id } : {}),
     // Null when the provider gives none (IMAP); Gmail's X-GM-MSGID otherwise.
     provider_id: row.provider_id || null,
     message_id: row.message_id ?? '',
     snippet: row.snippet || snippetOf(rec.bodies?.plain ?? row.body_plain ?? ''),
     in_reply_to: row.in_reply_to ? { message_id: row.in_reply_to, id: rec.in_reply_to_id } : null,
-    references: addressingOf(rec).references,
+    references: addressing.references,
     folder_ids: rec.folder_ids,
     role: row.role as Role,
     unread: row.unread === 1,
@@ -219,7 +219,7 @@ export function presentEmailSingle(rec: EmailRecord): Email {
   const { row } = rec;
   return {
     object: 'Email' as const,
-    ...common(rec, true),
+    ...common(rec, addressingOf(rec), true),
     ...(row.is_draft === 1 ? { draft_id: row.draft_id } : {}),
     headers: headersOf(rec),
     is_unread: row.unread === 1,

@@ -9,17 +9,11 @@ import { purgeStep } from '../../worker/accounts/purge.ts';
 import { eventStatement, eventStatementIfLive, newEvent } from '../../worker/events/outbox.ts';
 import { requestHash } from '../../worker/send/idempotency.ts';
 import { deliveryOptions } from '../../worker/webhooks/schedule.ts';
-import { api, NUMBERED_ROWS_OF_ACCOUNT } from './helpers.ts';
+import { api, countIn, NUMBERED_ROWS_OF_ACCOUNT } from './helpers.ts';
 import { accountShard, DIRECTORY_SHARD, shards } from '../../worker/shards/registry.ts';
 import { accountEnv } from '../../worker/shards/spread.ts';
 import { createSyncedAccount, leased, messageIn, rawMessage } from './sync-helpers.ts';
 import { consume, createEndpoint, recordingEnv, subscriber } from './webhook-helpers.ts';
-
-const countIn = async (db: D1Database, sql: string, ...params: unknown[]) =>
-  (await db
-    .prepare(sql)
-    .bind(...params)
-    .first<{ n: number }>())!.n;
 
 /** The `shard` field of the account's webhook queue messages (none for DB). */
 const shardOf = async (accountId: string) => {

@@ -44,6 +44,13 @@ export function expectError(res: ApiResponse, status: number, type: string) {
   return res.body as { status: number; type: string; title: string; detail: string };
 }
 
+/** A `SELECT COUNT(*) AS n …` in a database. */
+export const countIn = async (db: D1Database, sql: string, ...params: unknown[]): Promise<number> =>
+  (await db
+    .prepare(sql)
+    .bind(...params)
+    .first<{ n: number }>())!.n;
+
 /** Emails' numbers in use in a database (migrations/0036_email_numbers.sql). */
 const LIVE_NUMBERS = 'SELECT num FROM emails WHERE num IS NOT NULL';
 

@@ -2,7 +2,7 @@
 // threading-key and search rows by email id: filters, search, threading, contacts and deletion
 // work on them and on numbered emails alike.
 import { describe, expect, it } from 'vitest';
-import { api, NUMBERED_ROWS_OF_ACCOUNT } from './helpers.ts';
+import { api, countIn, NUMBERED_ROWS_OF_ACCOUNT } from './helpers.ts';
 import { listEmails, minute, readAccount, subjects } from './read-helpers.ts';
 import { readEveryFolder } from './sync-helpers.ts';
 
@@ -44,12 +44,6 @@ async function storeAsBefore(
   await db.batch(statements.map(([sql, params]) => db.prepare(sql).bind(...params)));
 }
 
-const count = async (db: D1Database, sql: string, ...params: unknown[]) =>
-  (await db
-    .prepare(sql)
-    .bind(...params)
-    .first<{ n: number }>())!.n;
-
 describe('emails stored before numbers', () => {
   it('are found by address and by word, thread with new mail, count as contacts and leave nothing when deleted', async () => {
     const a = await readAccount();
@@ -69,7 +63,7 @@ describe('emails stored before numbers', () => {
       body: 'The zebra numbers are in.',
       participants: `Olga Old olga@old.test ${a.email} carl@cc.test`,
     });
-    expect(await count(a.db, 'SELECT COUNT(*) AS n FROM emails WHERE num IS NOT NULL AND account_id = ?', a.id)).toBe(
+    expect(await countIn(a.db, 'SELECT COUNT(*) AS n FROM emails WHERE num IS NOT NULL AND account_id = ?', a.id)).toBe(
       0,
     );
 
@@ -84,7 +78,7 @@ describe('emails stored before numbers', () => {
       text: 'And the zebra totals.',
     });
     // Its number starts a million above the older rows' search rowids (an older Worker adding some stays below).
-    expect(await count(a.db, 'SELECT MIN(num) AS n FROM emails WHERE account_id = ?', a.id)).toBe(
+    expect(await countIn(a.db, 'SELECT MIN(num) AS n FROM emails WHERE account_id = ?', a.id)).toBe(
       OLD_ROWID + 1_000_001,
     );
     const listed = (await listEmails(base)).data;
@@ -116,8 +110,8 @@ describe('emails stored before numbers', () => {
       (await api('GET', `/contacts?account_id=${a.id}`)).body.data.map((c: { identifier: string }) => c.identifier),
     ).not.toContain('carl@cc.test');
     for (const table of ['email_participants', 'thread_key_hashes', 'email_search'])
-      expect(await count(a.db, `SELECT COUNT(*) AS n FROM ${table} WHERE email_id = ?`, old.id), table).toBe(0);
-    expect(await count(a.db, 'SELECT COUNT(*) AS n FROM emails_fts WHERE rowid = ?', OLD_ROWID)).toBe(0);
+      expect(await countIn(a.db, `SELECT COUNT(*) AS n FROM ${table} WHERE email_id = ?`, old.id), table).toBe(0);
+    expect(await countIn(a.db, 'SELECT COUNT(*) AS n FROM emails_fts WHERE rowid = ?', OLD_ROWID)).toBe(0);
     expect(subjects(await listEmails(`${base}&q=numbers`))).toEqual([]);
 
     // And the new one goes the same way, by its number.
@@ -125,7 +119,7 @@ describe('emails stored before numbers', () => {
     await readEveryFolder(a.stub);
     expect((await listEmails(base)).data).toEqual([]);
     for (const [table, sql] of Object.entries(NUMBERED_ROWS_OF_ACCOUNT).filter(([t]) => t !== 'account_numbers'))
-      expect(await count(a.db, sql, a.id), table).toBe(0);
+      expect(await countIn(a.db, sql, a.id), table).toBe(0);
     expect(await olga()).toBeUndefined();
   });
 });

@@ -6,7 +6,7 @@ import { env } from 'cloudflare:workers';
 import { describe, expect, it, vi } from 'vitest';
 import { fromBase64Url } from '../../../worker/lib/crypto.ts';
 import { shards } from '../../../worker/shards/registry.ts';
-import { api, NUMBERED_ROWS_OF_ACCOUNT } from '../helpers.ts';
+import { api, countIn, NUMBERED_ROWS_OF_ACCOUNT } from '../helpers.ts';
 import { listEmails, minute, readAccount } from '../read-helpers.ts';
 
 const all = shards(env);
@@ -26,13 +26,6 @@ async function shardsOf(ids: string[]): Promise<string[]> {
     ),
   );
   return rows.map((r) => r!.shard ?? 'DB');
-}
-
-async function countIn(db: D1Database, sql: string, ...params: unknown[]): Promise<number> {
-  return (await db
-    .prepare(sql)
-    .bind(...params)
-    .first<{ n: number }>())!.n;
 }
 
 describe('GET /emails over every shard', () => {

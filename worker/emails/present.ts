@@ -94,6 +94,11 @@ export interface StoredBodies {
   html?: string;
   plain?: string;
   headers?: { name: string; value: string }[];
+  /**
+   * Instead of `headers`: the header block is the raw source's first `header_length` bytes, read
+   * from there only when the headers are presented (emails/store.ts).
+   */
+  header_length?: number;
   /** Always in `content` since it holds them; rows written before have them in their JSON columns. */
   addressing?: StoredAddressing;
 }
@@ -123,9 +128,13 @@ export function addressingOf(rec: { row: EmailRow; bodies?: StoredBodies }): Sto
   };
 }
 
-/** The email's headers, from the row or, when they were too large for it, from R2. */
-const headersOf = (rec: EmailRecord): { name: string; value: string }[] =>
-  rec.bodies?.headers ?? (JSON.parse(rec.row.headers_json) as { name: string; value: string }[]);
+/** The email's headers: from its content, the raw source (read when loaded with headers) or R2, or the row's column. */
+function headersOf(rec: EmailRecord): { name: string; value: string }[] {
+  if (rec.bodies?.headers) return rec.bodies.headers;
+  if (rec.bodies?.header_length !== undefined)
+    throw new Error(`email ${rec.row.id} was loaded without its headers (they are read from its raw source)`);
+  return JSON.parse(rec.row.headers_json) as { name: string; value: string }[];
+}
 
 export interface EmailRecord {
   row: EmailRow;

@@ -2,7 +2,8 @@
 import { REMOVED_ACCOUNTS } from '../accounts/removed.ts';
 import type { Env } from '../env.ts';
 import { accountEnv, findInShards, groupByShard } from '../shards/spread.ts';
-import { readBlob } from './blobs.ts';
+import { sourceHeaders } from '../ingest/headers.ts';
+import { readBlob, readBlobStart } from './blobs.ts';
 import { unpackContent } from './content.ts';
 import type { AttachmentRow, EmailRecord, EmailRow, StoredBodies } from './present.ts';
 
@@ -19,19 +20,27 @@ export const blobKeys = {
   accountPrefix: (accountId: string) => `accounts/${accountId}/`,
 };
 
-/** Folder ids, attachments, reply targets and R2 bodies for a set of email rows, in a few queries per shard. */
-export async function loadEmailRecords(env: Env, rows: EmailRow[]): Promise<EmailRecord[]> {
+/** What to read besides the rows: `headers`, the header blocks (from the raw sources, where the rows do not hold them). */
+export interface LoadOptions {
+  headers?: boolean;
+}
+
+/**
+ * Folder ids, attachments, reply targets and R2 bodies for a set of email rows, in a few queries
+ * per shard; with `headers`, the header blocks too (one R2 read per email whose block is in its source).
+ */
+export async function loadEmailRecords(env: Env, rows: EmailRow[], options: LoadOptions = {}): Promise<EmailRecord[]> {
   if (rows.length === 0) return [];
   const groups = await groupByShard(env, rows);
-  if (groups.length === 1) return loadShardRecords(groups[0]!.env, rows);
+  if (groups.length === 1) return loadShardRecords(groups[0]!.env, rows, options);
   const loaded = new Map<string, EmailRecord>();
   for (const group of groups)
-    for (const record of await loadShardRecords(group.env, group.rows)) loaded.set(record.row.id, record);
+    for (const record of await loadShardRecords(group.env, group.rows, options)) loaded.set(record.row.id, record);
   return rows.map((row) => loaded.get(row.id)!);
 }
 
 /** `loadEmailRecords` of rows that all live in env.DB. */
-async function loadShardRecords(env: Env, rows: EmailRow[]): Promise<EmailRecord[]> {
+async function loadShardRecords(env: Env, rows: EmailRow[], options: LoadOptions): Promise<EmailRecord[]> {
   const folderIds = new Map<string, string[]>();
   const attachments = new Map<string, AttachmentRow[]>();
   const replyTargets = new Map<string, string>();
@@ -70,19 +79,29 @@ async function loadShardRecords(env: Env, rows: EmailRow[]): Promise<EmailRecord
       folder_ids: folderIds.get(row.id) ?? [],
       attachments: attachments.get(row.id) ?? [],
       in_reply_to_id: row.in_reply_to ? (replyTargets.get(`${row.account_id} ${row.in_reply_to}`) ?? null) : null,
-      bodies: await storedBodies(env, row),
+      bodies: await storedBodies(env, row, options),
     })),
   );
 }
 
 /** What the row's text columns do not hold: its `content`, and what R2 keeps of it. */
-async function storedBodies(env: Env, row: EmailRow): Promise<StoredBodies | undefined> {
+async function storedBodies(env: Env, row: EmailRow, options: LoadOptions): Promise<StoredBodies | undefined> {
   if (!row.content && !row.body_key) return undefined;
   const [inline, outside] = await Promise.all([
     row.content ? unpackContent(row.content) : {},
     row.body_key ? loadBodies(env, row.body_key) : {},
   ]);
-  return { ...inline, ...outside };
+  const bodies: StoredBodies = { ...inline, ...outside };
+  if (options.headers && bodies.header_length !== undefined && !bodies.headers)
+    bodies.headers = await headersFromSource(env, row, bodies.header_length);
+  return bodies;
+}
+
+/** The header block read again from the start of the raw source (sync/email-row.ts checked it reads the same). */
+async function headersFromSource(env: Env, row: EmailRow, length: number): Promise<StoredBodies['headers']> {
+  const start = row.raw_key ? await readBlobStart(env, row.raw_key, length) : null;
+  if (!start) throw new Error(`the raw source of email ${row.id} is missing: its headers cannot be read`);
+  return sourceHeaders(start);
 }
 
 async function loadBodies(env: Env, key: string): Promise<StoredBodies> {
@@ -91,8 +110,13 @@ async function loadBodies(env: Env, key: string): Promise<StoredBodies> {
   return blob.object.json<StoredBodies>();
 }
 
-/** One email by id (optionally constrained to an account), or null. */
-export async function loadEmail(env: Env, emailId: string, accountId?: string): Promise<EmailRecord | null> {
+/** One email by id (optionally constrained to an account), or null; with its headers unless told otherwise. */
+export async function loadEmail(
+  env: Env,
+  emailId: string,
+  accountId?: string,
+  options: LoadOptions = { headers: true },
+): Promise<EmailRecord | null> {
   const visible = `account_id NOT IN (${REMOVED_ACCOUNTS})`;
   const row = accountId
     ? await (await accountEnv(env, accountId)).DB.prepare(
@@ -104,6 +128,6 @@ export async function loadEmail(env: Env, emailId: string, accountId?: string): 
         shard.DB.prepare(`SELECT * FROM emails WHERE id = ? AND ${visible}`).bind(emailId).first<EmailRow>(),
       );
   if (!row) return null;
-  const [record] = await loadEmailRecords(env, [row]);
+  const [record] = await loadEmailRecords(env, [row], options);
   return record ?? null;
 }

@@ -169,3 +169,38 @@ function toMs(
   const ms = Date.UTC(year, month, day, hour, minute, Math.min(second, 59)) - offsetMinutes * 60_000;
   return Number.isFinite(ms) ? ms : null;
 }
+
+/**
+ * Old Mac mail uses CR alone as the line break, which postal-mime (LF-based) would read as one
+ * endless header line. Bare CR → LF keeps every offset, so this is a byte-for-byte replacement.
+ */
+export function normalizeLineEndings(bytes: Uint8Array): Uint8Array {
+  const probe = bytes.subarray(0, 65536);
+  let bareCr = 0;
+  let lf = 0;
+  for (let i = 0; i < probe.length; i++) {
+    if (probe[i] === 0x0a) lf++;
+    else if (probe[i] === 0x0d && probe[i + 1] !== 0x0a) bareCr++;
+  }
+  if (bareCr <= lf) return bytes;
+  const out = bytes.slice();
+  for (let i = 0; i < out.length; i++) {
+    if (out[i] === 0x0d && out[i + 1] !== 0x0a) out[i] = 0x0a;
+  }
+  return out;
+}
+
+/** The header block as an email presents it: each header unfolded, its value RFC 2047-decoded. */
+export function presentedHeaders(headers: RawHeader[]): { name: string; value: string }[] {
+  return headers.map((h) => ({ name: h.name, value: decodeHeaderValue(h.raw) }));
+}
+
+/**
+ * The presented headers of a source read from its start (the whole source, or its first
+ * `header_length` bytes as sync recorded them): what parsing the whole source gives, when the check
+ * at sync (sync/email-row.ts) found them equal.
+ */
+export function sourceHeaders(start: Uint8Array): { name: string; value: string }[] {
+  const bytes = normalizeLineEndings(start);
+  return presentedHeaders(parseHeaderBlock(bytes.subarray(0, headerEnd(bytes).headerLength)));
+}

@@ -15,8 +15,10 @@ import {
   firstHeader,
   headerEnd,
   messageIds,
+  normalizeLineEndings,
   parseDate,
   parseHeaderBlock,
+  presentedHeaders,
 } from './headers.ts';
 import type { RawHeader } from './headers.ts';
 import { htmlToText, snippetOf, textToHtml } from './html.ts';
@@ -51,7 +53,8 @@ export async function parseMessage(raw: Uint8Array | ArrayBuffer): Promise<Parse
     html: htmlBody || textToHtml(textBody),
     plain,
     snippet: snippetOf(plain),
-    headers: rawHeaders.map((h) => ({ name: h.name, value: decodeHeaderValue(h.raw) })),
+    headers: presentedHeaders(rawHeaders),
+    header_length: headerLength,
     attachments,
     has_attachments: attachments.length > 0,
   };
@@ -77,26 +80,6 @@ async function parseMime(bytes: Uint8Array): Promise<Email | null> {
   } catch {
     return null;
   }
-}
-
-/**
- * Old Mac mail uses CR alone as the line break, which postal-mime (LF-based) would read as one
- * endless header line. Bare CR → LF keeps every offset, so this is a byte-for-byte replacement.
- */
-function normalizeLineEndings(bytes: Uint8Array): Uint8Array {
-  const probe = bytes.subarray(0, 65536);
-  let bareCr = 0;
-  let lf = 0;
-  for (let i = 0; i < probe.length; i++) {
-    if (probe[i] === 0x0a) lf++;
-    else if (probe[i] === 0x0d && probe[i + 1] !== 0x0a) bareCr++;
-  }
-  if (bareCr <= lf) return bytes;
-  const out = bytes.slice();
-  for (let i = 0; i < out.length; i++) {
-    if (out[i] === 0x0d && out[i + 1] !== 0x0a) out[i] = 0x0a;
-  }
-  return out;
 }
 
 function addresses(headers: RawHeader[], name: string): ParsedAddress[] {

@@ -42,6 +42,8 @@ export interface ParsedMessage {
   plain: string;
   snippet: string;
   headers: { name: string; value: string }[];
+  /** Bytes of the header block at the start of the source (line ends as parsed). */
+  header_length: number;
   attachments: ParsedAttachment[];
   has_attachments: boolean;
   fingerprint: string;

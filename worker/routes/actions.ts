@@ -59,7 +59,7 @@ async function modify(
   accountParam: string | undefined,
   wanted: (accountId: string) => Promise<ModifyWanted>,
 ) {
-  const { row } = await emailFromPath(c, accountParam);
+  const { row } = await emailFromPath(c, accountParam, { headers: false });
   const stub = accountObject(c.env, row.account_id);
   return unwrap(await stub.modifyEmail(row.id, await wanted(row.account_id)));
 }

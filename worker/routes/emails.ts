@@ -3,19 +3,19 @@ import type { AppEnv } from '../env.ts';
 import { presentEmailList, presentEmailSingle, type EmailRow } from '../emails/present.ts';
 import { buildEmailQuery, DraftListQuery, EmailListQuery, filtersKey } from '../emails/query.ts';
 import { readBlob } from '../emails/blobs.ts';
-import { loadEmail, loadEmailRecords } from '../emails/store.ts';
+import { loadEmail, loadEmailRecords, type LoadOptions } from '../emails/store.ts';
 import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
 import { cursorList } from '../lib/paging.ts';
 import { parseQuery } from '../lib/validation.ts';
 import { keyOrder, mergePages, onListShards } from '../shards/spread.ts';
 
-/** The email named in the path (optionally within the account in the path), or 404. */
-export async function emailFromPath(c: Context<AppEnv>, accountParam?: string) {
+/** The email named in the path (optionally within the account in the path), or 404; with its headers unless told otherwise. */
+export async function emailFromPath(c: Context<AppEnv>, accountParam?: string, options?: LoadOptions) {
   const emailId = parseId('email', c.req.param('email_id'));
   const accountId = accountParam === undefined ? undefined : parseId('account', accountParam);
   if (!emailId || accountId === null) throw notFound('Email');
-  const record = await loadEmail(c.env, emailId, accountId);
+  const record = await loadEmail(c.env, emailId, accountId, options);
   if (!record) throw notFound('Email');
   return record;
 }
@@ -25,6 +25,9 @@ function contentDisposition(kind: 'attachment' | 'inline', filename: string): st
   const ascii = filename.replace(/[^\x20-\x7e]|["\\]/g, '_') || 'attachment';
   return `${kind}; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename)}`;
 }
+
+/** For the routes that answer with an email's source or attachments, not its headers. */
+const WITHOUT_HEADERS: LoadOptions = { headers: false };
 
 /** The lists' order: newest first by (date, id). */
 const NEWEST_FIRST = keyOrder((row: EmailRow) => [row.date_ms, row.id], [true, true]);
@@ -48,7 +51,7 @@ async function listEmails(c: Context<AppEnv>, draftsOnly: boolean) {
         q.limit,
         NEWEST_FIRST,
       );
-  const records = await loadEmailRecords(c.env, rows.slice(0, q.limit));
+  const records = await loadEmailRecords(c.env, rows.slice(0, q.limit), { headers: q.include_headers });
   const byId = new Map(records.map((r) => [r.row.id, r]));
   return cursorList(
     draftsOnly ? 'Drafts' : 'Emails',
@@ -64,7 +67,7 @@ export const emails = new Hono<AppEnv>()
   .get('/', async (c) => c.json(await listEmails(c, false)))
   .get('/:email_id', async (c) => c.json(presentEmailSingle(await emailFromPath(c))))
   .get('/:email_id/raw', async (c) => {
-    const record = await emailFromPath(c);
+    const record = await emailFromPath(c, undefined, WITHOUT_HEADERS);
     const blob = record.row.raw_key ? await readBlob(c.env, record.row.raw_key) : null;
     if (!blob) throw notFound('Raw source');
     return new Response(blob.object.body, {
@@ -76,7 +79,7 @@ export const emails = new Hono<AppEnv>()
     });
   })
   .get('/:email_id/attachments/:attachment_id', async (c) => {
-    const record = await emailFromPath(c);
+    const record = await emailFromPath(c, undefined, WITHOUT_HEADERS);
     const attachmentId = parseId('attachment', c.req.param('attachment_id'));
     const attachment = record.attachments.find((a) => a.id === attachmentId);
     const blob = attachment ? await readBlob(c.env, attachment.blob_key) : null;

@@ -12,7 +12,7 @@ import { emailFromPath } from './emails.ts';
 export const ThreadQuery = z.object({ limit: limitParam });
 
 export async function getThread(c: Context<AppEnv>, accountParam: string) {
-  const email = await emailFromPath(c, accountParam);
+  const email = await emailFromPath(c, accountParam, { headers: false });
   const { limit } = parseQuery(c, ThreadQuery);
   const db = (await accountEnv(c.env, email.row.account_id)).DB;
   const { results: rows } = await db
@@ -21,7 +21,7 @@ export async function getThread(c: Context<AppEnv>, accountParam: string) {
     )
     .bind(email.row.thread_id, email.row.account_id, limit + 1)
     .all<EmailRow>();
-  const records = await loadEmailRecords(c.env, rows.slice(0, limit));
+  const records = await loadEmailRecords(c.env, rows.slice(0, limit), { headers: true });
   return {
     object: 'Thread' as const,
     id: email.row.thread_id,

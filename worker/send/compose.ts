@@ -161,7 +161,7 @@ export async function composeMessage(c: Context<AppEnv>, body: ComposeBody, mode
   let references: string[] = [];
   if (body.reply_to !== undefined) {
     const replyId = parseId('email', body.reply_to);
-    const original = replyId ? await loadEmail(c.env, replyId, account.id) : null;
+    const original = replyId ? await loadEmail(c.env, replyId, account.id, { headers: false }) : null;
     if (!original) throw notFound('The reply_to email');
     const { row } = original;
     const addressing = addressingOf(original);

@@ -1,6 +1,7 @@
 /**
  * A new email's D1 row and attachment rows, and the R2 objects that go with them. Bodies and the
- * header block the row keeps are one compressed BLOB (`content`, emails/content.ts). Whatever a
+ * addressing are one compressed BLOB (`content`, emails/content.ts); the header block is read from
+ * the raw source when it can be, and is in the BLOB otherwise. Whatever a
  * message holds, its row stays far below D1's row limit (measured in UTF-8 bytes): large bodies
  * and large header blocks go to R2 (`body_key`), and the few fields that could still grow without
  * bound (subject, references, address lists) are cut to sizes no real message reaches.
@@ -11,6 +12,7 @@ import { packContent } from '../emails/content.ts';
 import type { AttachmentRow, EmailRow, StoredAddress, StoredAddressing, StoredBodies } from '../emails/present.ts';
 import { blobKeys } from '../emails/store.ts';
 import type { FolderRow } from '../folders/present.ts';
+import { sourceHeaders } from '../ingest/headers.ts';
 import { textToHtml } from '../ingest/html.ts';
 import { normalizeAddress } from '../ingest/parse.ts';
 import type { ParsedAddress, ParsedMessage } from '../ingest/types.ts';
@@ -55,6 +57,17 @@ const foldedSubject = (subject: string): string => {
   return folded === asciiLower(subject) ? '' : folded;
 };
 
+/**
+ * Whether the header block reads back from the raw source's first `header_length` bytes as the very
+ * same headers (emails/store.ts): then the row keeps only that length, and the block is stored once,
+ * in the source. Checked here rather than assumed, so a source whose start parses otherwise on its
+ * own (line ends judged from more than its header block) keeps its headers in the row.
+ */
+function headersReadableFromSource(raw: Uint8Array, mail: ParsedMessage, headersJson: string): boolean {
+  if (mail.headers.length === 0 || mail.header_length > raw.length) return false;
+  return JSON.stringify(sourceHeaders(raw.subarray(0, mail.header_length))) === headersJson;
+}
+
 export interface NewEmail {
   mail: ParsedMessage;
   message: MessageIn;
@@ -92,8 +105,9 @@ export async function buildEmailRow(
       ? blobKeys.staged(accountId, message.staged)
       : blobs.put(blobKeys.raw(accountId, digest), raw, 'message/rfc822');
   const headersJson = JSON.stringify(mail.headers);
+  const headersInSource = rawKey !== null && headersReadableFromSource(raw, mail, headersJson);
   const bodiesOutside = utf8Over(mail.html + mail.plain, INLINE_BODY_MAX_BYTES);
-  const headersOutside = utf8Over(headersJson, INLINE_HEADERS_MAX_BYTES);
+  const headersOutside = !headersInSource && utf8Over(headersJson, INLINE_HEADERS_MAX_BYTES);
   let bodyKey: string | null = null;
   if (bodiesOutside || headersOutside) {
     const outside: StoredBodies = {
@@ -105,10 +119,9 @@ export async function buildEmailRow(
   const subject = mail.subject.slice(0, SUBJECT_MAX_CHARS);
   // A text-only email's HTML is its text escaped: not stored twice (emails/present.ts makes it again).
   const html = mail.html === textToHtml(mail.plain) ? {} : { html: mail.html };
-  // The address lists repeat the header block's words: in the same BLOB they cost little.
   const content: StoredBodies = {
     ...(!bodiesOutside && { ...html, plain: mail.plain }),
-    ...(!headersOutside && { headers: mail.headers }),
+    ...(headersInSource ? { header_length: mail.header_length } : !headersOutside && { headers: mail.headers }),
     addressing: addressingOf(mail),
   };
 

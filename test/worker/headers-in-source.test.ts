@@ -1,0 +1,116 @@
+// An email's header block is stored once, in its raw source: the row's content keeps its length,
+// and the headers are read from the source's start when an email is presented with them. Whatever
+// the source, the API gives the very headers parsing the whole message gives.
+import { env } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import { packContent, unpackContent } from '../../worker/emails/content.ts';
+import { presentEmailSingle, type EmailRow, type StoredBlob } from '../../worker/emails/present.ts';
+import { loadEmailRecords } from '../../worker/emails/store.ts';
+import { parseMessage } from '../../worker/ingest/parse.ts';
+import { api } from './helpers.ts';
+import { leased, list, messageIn, rawMessage } from './sync-helpers.ts';
+
+/** Folded, encoded and repeated headers: what the raw source must give back exactly. */
+function tangledMessage(subject: string): string {
+  return [
+    'Received: from mx.example.test (mx.example.test [192.0.2.1])',
+    '\tby inbound.example.test with ESMTPS id 4f2a;',
+    '\tThu, 26 Nov 2026 10:00:00 +0000',
+    'Received: from sender.example.test by mx.example.test',
+    'From: =?UTF-8?B?w4lsb2RpZQ==?= <elodie@example.test>',
+    'To: Alice <alice@example.test>',
+    `Subject: =?UTF-8?Q?${subject}_caf=C3=A9?=`,
+    `Message-ID: <${crypto.randomUUID()}@example.test>`,
+    'X-Long: one',
+    '  two three',
+    'MIME-Version: 1.0',
+    'Content-Type: text/plain; charset=utf-8',
+    '',
+    'Body text',
+    '',
+  ].join('\r\n');
+}
+
+async function storedRow({ id: accountId, db }: { id: string; db: D1Database }, subjectLike: string) {
+  const row = await db
+    .prepare('SELECT * FROM emails WHERE account_id = ? AND subject LIKE ?')
+    .bind(accountId, subjectLike)
+    .first<EmailRow & { content: StoredBlob }>();
+  return { row: row!, content: await unpackContent(row!.content) };
+}
+
+const headersOf = async (raw: string) => (await parseMessage(new TextEncoder().encode(raw))).headers;
+
+describe('the header block in the raw source', () => {
+  it('is read back from the source as the very headers the message parses to, single, listed and threaded', async () => {
+    const account = await leased();
+    const tangled = tangledMessage('tangled');
+    const attached = rawMessage({
+      subject: 'attached',
+      attachment: { name: 'a.txt', type: 'text/plain', content: 'eA==' },
+    });
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(1, tangled), messageIn(2, attached)] },
+    ]);
+
+    const { row, content } = await storedRow(account, 'tangled%');
+    expect(content.headers).toBeUndefined();
+    expect(content.header_length).toBe(tangled.indexOf('\r\n\r\n') + 2);
+    const expected = await headersOf(tangled);
+    expect(expected.find((h) => h.name === 'X-Long')?.value).toBe('one  two three');
+
+    const single = await api('GET', `/emails/${row.id}`);
+    expect(single.body.headers).toEqual(expected);
+    const scoped = await api('GET', `/${account.id}/emails/${row.id}`);
+    expect(scoped.body.headers).toEqual(expected);
+    const listed = await list(`account_id=${account.id}&include_headers=true`);
+    const bySubject = new Map(listed.data.map((e: any) => [e.subject, e.headers]));
+    expect(bySubject.get('tangled café')).toEqual(expected);
+    expect(bySubject.get('attached')).toEqual(await headersOf(attached));
+    const thread = await api('GET', `/${account.id}/emails/${row.id}/thread`);
+    expect(thread.body.data[0].headers).toEqual(expected);
+    // Without the option, a list reads no source and gives no headers.
+    expect((await list(`account_id=${account.id}`)).data[0]).not.toHaveProperty('headers');
+  });
+
+  it("keeps the headers in the row when the source's start alone would parse otherwise", async () => {
+    const account = await leased();
+    // Bare CRs inside a header: the whole message has far more LF line ends, so it is read as it
+    // is; its header block alone has more bare CRs than LFs and would be read as old Mac mail.
+    const raw = ['Subject: odd\rone\rtwo\rthree', 'From: bob@example.test', '', ...Array(20).fill('line'), ''].join(
+      '\n',
+    );
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(1, raw)] },
+    ]);
+    const { row, content } = await storedRow(account, 'odd%');
+    expect(content.header_length).toBeUndefined();
+    const expected = await headersOf(raw);
+    expect(content.headers).toEqual(expected);
+    expect((await api('GET', `/emails/${row.id}`)).body.headers).toEqual(expected);
+  });
+
+  it('reads rows whose content holds the headers, as stored before', async () => {
+    const account = await leased();
+    const raw = tangledMessage('before');
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(1, raw)] },
+    ]);
+    const { row, content } = await storedRow(account, 'before%');
+    const asBefore = await packContent({ ...content, header_length: undefined, headers: await headersOf(raw) });
+    await account.db.prepare('UPDATE emails SET content = ?, raw_key = NULL WHERE id = ?').bind(asBefore, row.id).run();
+    expect((await api('GET', `/emails/${row.id}`)).body.headers).toEqual(await headersOf(raw));
+  });
+
+  it('refuses to present an email loaded without its headers, rather than give none', async () => {
+    const account = await leased();
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(1, rawMessage({ subject: 'plain' }))] },
+    ]);
+    const { row } = await storedRow(account, 'plain');
+    const [record] = await loadEmailRecords(env, [row]);
+    expect(() => presentEmailSingle(record!)).toThrow(/without its headers/);
+    const [withHeaders] = await loadEmailRecords(env, [row], { headers: true });
+    expect(presentEmailSingle(withHeaders!).headers.find((h) => h.name === 'Subject')?.value).toBe('plain');
+  });
+});

@@ -98,11 +98,11 @@ function burstCase(suite: Suite, user: string) {
     // Nothing listed twice (by Message-ID), each email in exactly one folder.
     expect(new Set(listed.map((e) => e.message_id)).size).toBe(listed.length);
     expect(listed.filter((e) => e.folder_ids.length !== 1)).toEqual([]);
-    const deleted = eventsSince(suite.service, account.id, mark)
+    const deleted = (await eventsSince(suite.service, account.id, mark))
       .filter((e) => e.type === 'email.delete')
       .map((e) => e.data.subject as string);
     expect(deleted.filter((subject) => server.has(subject))).toEqual([]);
-    const news = eventsSince(suite.service, account.id, mark)
+    const news = (await eventsSince(suite.service, account.id, mark))
       .filter((e) => e.type === 'email.new')
       .map((e) => e.data.subject as string);
     // Every message still there got exactly one email.new.

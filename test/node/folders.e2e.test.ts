@@ -30,9 +30,9 @@ async function messagesIn(client: ImapFlow, path: string): Promise<number> {
 }
 
 /** Events about folders and emails since `mark`, by type, with the ids they name. */
-function eventIds(accountId: string, mark: EventMark): Record<string, string[]> {
+async function eventIds(accountId: string, mark: EventMark): Promise<Record<string, string[]>> {
   const out: Record<string, string[]> = {};
-  for (const e of eventsSince(suite.service, accountId, mark)) {
+  for (const e of (await eventsSince(suite.service, accountId, mark))) {
     out[e.type] ??= [];
     out[e.type]!.push(e.data.id);
   }
@@ -92,7 +92,7 @@ describe('folders through the API', () => {
     const folder = await service.api('GET', `${base}/${child.body.id}`);
     expect(folder.body).toMatchObject({ provider_id: 'Projets/Hiver – Ñandú', parent_id: top.body.id });
     await severalPolls();
-    const renameEvents = eventIds(alice.id, renameMark);
+    const renameEvents = await eventIds(alice.id, renameMark);
     expect(renameEvents['email.folder.update']?.sort()).toEqual([child.body.id, top.body.id].sort());
     expect(renameEvents['email.folder.create']).toBeUndefined();
     expect(renameEvents['email.folder.delete']).toBeUndefined();
@@ -116,15 +116,15 @@ describe('folders through the API', () => {
     expect(deleted.body).toEqual({ object: 'FolderDeleted', id: child.body.id });
     expect((await serverFolders(client)).map((f) => f.path)).not.toContain('Projets/Hiver – Ñandú');
     const gone = [before.get('folders two').id, after.get('folders three').id].sort();
-    await eventually(() => (eventIds(alice.id, deleteMark)['email.delete']?.length === 2 ? true : null), {
+    await eventually(async () => ((await eventIds(alice.id, deleteMark))['email.delete']?.length === 2 ? true : null), {
       what: 'email.delete for the two emails left in no folder',
     });
     const topDeleted = await service.api('DELETE', `${base}/${top.body.id}`);
     expect(topDeleted.status, JSON.stringify(topDeleted.body)).toBe(200);
     expect((await serverFolders(client)).map((f) => f.path)).not.toContain('Projets');
     await severalPolls();
-    const deleteEvents = eventIds(alice.id, deleteMark);
-    const folderEvents = eventsSince(service, alice.id, start)
+    const deleteEvents = await eventIds(alice.id, deleteMark);
+    const folderEvents = (await eventsSince(service, alice.id, start))
       .filter((e) => e.type.startsWith('email.folder.'))
       .map((e) => `${e.type} ${e.data.id} ${e.data.provider_id}`);
     expect(deleteEvents['email.folder.delete']?.sort(), folderEvents.join('\n')).toEqual(
@@ -137,7 +137,7 @@ describe('folders through the API', () => {
     expect((await service.api('GET', `/emails/${gone[0]}`)).status).toBe(404);
 
     // Over the whole story: each folder created once, and nothing else about folders.
-    const all = eventIds(alice.id, start);
+    const all = await eventIds(alice.id, start);
     expect(all['email.folder.create']?.sort()).toEqual([child.body.id, top.body.id].sort());
   });
 
@@ -187,6 +187,6 @@ describe('folders through the API', () => {
     expect(await serverFolders(client)).toEqual(serverBefore);
     await severalPolls();
     expect((await service.api('GET', `/folders?account_id=${bob.id}`)).body.data).toEqual(apiBefore);
-    expect(eventsSince(service, bob.id, mark).filter((e) => e.type.startsWith('email.folder.'))).toEqual([]);
+    expect((await eventsSince(service, bob.id, mark)).filter((e) => e.type.startsWith('email.folder.'))).toEqual([]);
   });
 });

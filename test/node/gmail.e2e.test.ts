@@ -122,9 +122,9 @@ describe('a Gmail mailbox through an app password', () => {
     expect(await byMessageId(messageId)).toHaveLength(1);
     const events = service.mailQuery<{ n: number }>(
       account.id,
-      "SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.new' AND data_json LIKE ?",
+      "SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'email.new' AND json_extract(data_json, '$.id') = ?",
       account.id,
-      `%${delivered.msgid}%`,
+      email.id,
     )[0]!;
     expect(events.n).toBe(1);
     expect((await emailsWith(`folder=${folderIds.get('Work')}`)).map((e) => e.id)).toEqual([email.id]);

@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import type { ImapFlow } from 'imapflow';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { openImap } from '../mailserver/client.ts';
+import { feedEvents } from './event-feed.ts';
 import type { MailServer } from '../mailserver/mailserver.ts';
 import {
   dumpLogsOnFailure,
@@ -86,16 +87,22 @@ export const eventMark = (service: Service): EventMark =>
 /**
  * Events of an account written after `mark`: those of its own row (the directory) first, then its mail
  * events (its shard), each database's in the order written; read from every database so that a
- * removed account's are found too.
+ * removed account's are found too. Their data is as the feed gives it (event-feed.ts), or as stored
+ * for events the feed no longer shows (a removed account's).
  */
-export function eventsSince(service: Service, accountId: string, mark: EventMark): { type: string; data: any }[] {
-  return service
-    .queryEach<{ n: number; type: string; data_json: string }>(
-      'SELECT rowid AS n, type, data_json FROM events WHERE account_id = ? ORDER BY rowid',
+export async function eventsSince(
+  service: Service,
+  accountId: string,
+  mark: EventMark,
+): Promise<{ type: string; data: any }[]> {
+  const stored = service
+    .queryEach<{ n: number; id: string; type: string; data_json: string }>(
+      'SELECT rowid AS n, id, type, data_json FROM events WHERE account_id = ? ORDER BY rowid',
       accountId,
     )
-    .flatMap(({ database, rows }) => rows.filter((e) => e.n > (mark.get(database) ?? 0)))
-    .map((e) => ({ type: e.type, data: JSON.parse(e.data_json) }));
+    .flatMap(({ database, rows }) => rows.filter((e) => e.n > (mark.get(database) ?? 0)));
+  const fed = new Map((await feedEvents(service, accountId).catch(() => [])).map((e) => [e.id, e.data]));
+  return stored.map((e) => ({ type: e.type, data: fed.has(e.id) ? fed.get(e.id) : JSON.parse(e.data_json) }));
 }
 
 /** The account's emails by subject (the tests give every message its own subject). */

@@ -76,7 +76,7 @@ describe('without QRESYNC', () => {
     await new Promise((r) => setTimeout(r, 15_000));
     const listed = (await suite.service.listEmails(account.id)).filter((e) => e.subject === 'out and back');
     expect(listed.map((e) => [e.id, e.folder_ids])).toEqual([[email.id, [projects]]]);
-    const events = eventsSince(suite.service, account.id, mark).map((e) => e.type);
+    const events = (await eventsSince(suite.service, account.id, mark)).map((e) => e.type);
     expect(events, 'no email came or went').not.toContain('email.new');
     expect(events).not.toContain('email.delete');
   }, 180_000);

@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { uidsWithSubject, flagsOf, openImap } from '../mailserver/client.ts';
 import type { MailServer } from '../mailserver/mailserver.ts';
 import { connectMailbox } from './connect.ts';
+import { feedEvents } from './event-feed.ts';
 import {
   dumpLogsOnFailure,
   eventually,
@@ -72,15 +73,8 @@ const header = (raw: string, name: string) =>
     .exec(raw)?.[1]
     ?.replace(/\r?\n[ \t]+/g, ' ')
     .trim();
-const events = (type: string) =>
-  service
-    .mailQuery<{ data_json: string }>(
-      alice.id,
-      'SELECT data_json FROM events WHERE account_id = ? AND type = ? ORDER BY created_at',
-      alice.id,
-      type,
-    )
-    .map((e) => JSON.parse(e.data_json));
+/** alice's events of this type, their data as subscribers get it. */
+const events = async (type: string) => (await feedEvents(service, alice.id, [type])).map((e) => e.data);
 type EmailFilters = { role?: Schemas['Role']; folder?: string };
 /** The first email of alice's with this subject (GET /emails through the typed client), once it synced. */
 const emailBySubject = (subject: string, filters: EmailFilters = {}) =>
@@ -154,7 +148,7 @@ describe('sending', () => {
     expect(synced.body_plain).toContain('Hello Bob');
     // IMAP gives no provider id: null, never "" (docs/api.md).
     expect(synced.provider_id).toBeNull();
-    const news = events('email.new').filter((e) => e.message_id === res.body.message_id);
+    const news = (await events('email.new')).filter((e) => e.message_id === res.body.message_id);
     expect(news).toHaveLength(1);
     expect(news[0].origin).toBe('api');
   });
@@ -295,7 +289,7 @@ describe('sending', () => {
     expect(refused.status).toBe(404);
     expect(((await refused.json()) as { type: string }).type).toBe('errors/not_found');
 
-    expect(events('tracking.open')).toEqual([
+    expect((await events('tracking.open'))).toEqual([
       {
         email_id: sent.id,
         tracking_id: res.body.tracking_id,
@@ -304,7 +298,7 @@ describe('sending', () => {
         label: 'spring',
       },
     ]);
-    expect(events('tracking.click')).toEqual([
+    expect((await events('tracking.click'))).toEqual([
       {
         email_id: sent.id,
         tracking_id: res.body.tracking_id,
@@ -333,7 +327,7 @@ describe('sending', () => {
     const [uid] = await arrived(aliceImap, 'Drafts', 'draft 1');
     expect((await flagsOf(aliceImap, 'Drafts', uid!)).has('\\Draft')).toBe(true);
     const draft = await eventually(
-      async () => events('email.draft.new').find((e) => e.message_id === res.body.message_id),
+      async () => (await events('email.draft.new')).find((e) => e.message_id === res.body.message_id),
       { what: 'email.draft.new' },
     );
     expect(draft).toMatchObject({ object: 'Draft', draft_id: res.body.draft_id, origin: 'api' });
@@ -391,7 +385,7 @@ describe('sending a saved draft (draft_id)', () => {
       what: 'the draft to leave Drafts',
     });
     expect(await uidsWithSubject(aliceImap, 'Drafts', 'draft to send')).not.toContain(draftUid);
-    const gone = await eventually(async () => events('email.draft.delete').find((e) => e.draft_id === draftId), {
+    const gone = await eventually(async () => (await events('email.draft.delete')).find((e) => e.draft_id === draftId), {
       what: 'email.draft.delete',
       timeoutMs: 60_000,
     });
@@ -449,7 +443,7 @@ describe('mailbox actions', () => {
 
     // One email.update per action, none added by the sync seeing the same changes.
     await new Promise((r) => setTimeout(r, 2500));
-    const updates = events('email.update').filter((e) => e.id === email.id);
+    const updates = (await events('email.update')).filter((e) => e.id === email.id);
     expect(updates.map((u) => [u.unread, u.starred, u.role])).toEqual([
       [false, false, 'INBOX'],
       [true, false, 'INBOX'],
@@ -468,7 +462,7 @@ describe('mailbox actions', () => {
     await eventually(async () => (await service.api('GET', `/emails/${email.id}`)).status === 404, {
       what: 'the email to go',
     });
-    expect(events('email.delete').map((e) => e.id)).toContain(email.id);
+    expect((await events('email.delete')).map((e) => e.id)).toContain(email.id);
   });
 
   it('folders take a provider path and role names in any case, like the folder filter', async () => {

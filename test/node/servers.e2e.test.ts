@@ -169,7 +169,7 @@ describe.each(targets)('$name', (t) => {
     const email = await listed(account.id, s('new in inbox'));
     expect(email.role).toBe('INBOX');
     await settle();
-    const events = eventsSince(service, account.id, mark).filter((e) => e.type === 'email.new');
+    const events = (await eventsSince(service, account.id, mark)).filter((e) => e.type === 'email.new');
     expect(events.map((e) => e.data.subject)).toEqual([s('new in inbox')]);
   });
 
@@ -218,7 +218,7 @@ describe.each(targets)('$name', (t) => {
     );
     expect(moved.id).toBe(email.id);
     await settle();
-    const events = eventsSince(service, account.id, mark).filter((e) => e.data?.id === email.id);
+    const events = (await eventsSince(service, account.id, mark)).filter((e) => e.data?.id === email.id);
     const seen = JSON.stringify(events.map((e) => [e.type, e.data.folder_ids]));
     // Cyrus tells an IDLE session of an expunge late: the poll sees the source folder lose a message
     // and syncs it before the folder that gained one, so the arrival comes with its departure. On
@@ -246,7 +246,7 @@ describe.each(targets)('$name', (t) => {
     const again = await listed(account.id, s('delivered into junk'));
     expect(again.id).toBe(email.id);
     expect(refetches() - before, 'passes that fetched the folder again while nothing changed').toBe(0);
-    const events = eventsSince(service, account.id, mark).map((e) => [e.type, e.data?.id ?? e.data?.subject]);
+    const events = (await eventsSince(service, account.id, mark)).map((e) => [e.type, e.data?.id ?? e.data?.subject]);
     expect(events, 'events while nothing changed').toEqual([]);
   });
 
@@ -260,7 +260,7 @@ describe.each(targets)('$name', (t) => {
       ...WAIT,
     });
     await settle();
-    const events = eventsSince(service, account.id, mark).filter((e) => e.data?.id === email.id);
+    const events = (await eventsSince(service, account.id, mark)).filter((e) => e.data?.id === email.id);
     expect(events.map((e) => e.type)).toEqual(['email.delete']);
   });
 
@@ -336,7 +336,7 @@ describe.each(targets)('$name', (t) => {
       const after = new Map((await listedBig()).map((e) => [e.subject, e]));
       expect(after.size).toBe(subjects.length);
       for (const e of before) expect(after.get(e.subject)?.id, e.subject).toBe(e.id);
-      const events = eventsSince(service, account.id, mark).filter((e) => !e.type.startsWith('email.folder.'));
+      const events = (await eventsSince(service, account.id, mark)).filter((e) => !e.type.startsWith('email.folder.'));
       expect(events.map((e) => `${e.type} ${e.data?.subject ?? ''}`)).toEqual([]);
     },
     300_000,

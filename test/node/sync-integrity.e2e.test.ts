@@ -55,7 +55,7 @@ describe('folders', () => {
       expect(after.get(subject).id).toBe(before.get(subject).id);
       expect(after.get(subject).folder_ids).toEqual([projects.id]);
     }
-    const events = eventsSince(suite.service, bob.id, mark);
+    const events = (await eventsSince(suite.service, bob.id, mark));
     expect(events.map((e) => e.type).sort()).toEqual(['email.folder.update', 'email.folder.update']);
     expect(events.map((e) => e.data.id).sort()).toEqual([projects.id, oldOnly.id].sort());
   });
@@ -103,7 +103,7 @@ describe('folders', () => {
     await eventually(async () => (await suite.service.api('GET', `/accounts/${carol.id}`)).body.last_error === null, {
       what: 'last_error cleared once the folder is read again',
     });
-    const types = eventsSince(suite.service, carol.id, mark).map((e) => e.type);
+    const types = (await eventsSince(suite.service, carol.id, mark)).map((e) => e.type);
     expect(types.filter((t) => t !== 'email.new').sort()).toEqual([]);
     expect(types.filter((t) => t === 'email.new')).toHaveLength(2);
   });
@@ -164,7 +164,7 @@ describe('messages', () => {
     expect(final.size).toBe(2004);
     expect(final.has('far too old')).toBe(false);
     for (const [subject, email] of before) expect(final.get(subject)?.id, subject).toBe(email.id);
-    const types = eventsSince(suite.service, dave.id, mark).map((e) => e.type);
+    const types = (await eventsSince(suite.service, dave.id, mark)).map((e) => e.type);
     expect(types.filter((t) => t === 'email.delete')).toEqual([]);
     expect(types.filter((t) => t === 'email.new')).toHaveLength(1);
     expect(after.get('after the reset')).toBeDefined();
@@ -191,7 +191,7 @@ describe('messages', () => {
     expect(uids).toHaveLength(2);
     await client.messageDelete(String(uids[0]), { uid: true });
     const deleted = await eventually(
-      () => eventsSince(suite.service, erin.id, mark).find((e) => e.type === 'email.delete'),
+      async () => (await eventsSince(suite.service, erin.id, mark)).find((e) => e.type === 'email.delete'),
       {
         what: 'email.delete of one copy',
         timeoutMs: 30_000,
@@ -203,6 +203,6 @@ describe('messages', () => {
     expect(left).toHaveLength(1);
     expect(copies.map((e: any) => e.id)).toContain(left[0].id);
     expect(left[0].id).not.toBe(deleted.data.id);
-    expect(eventsSince(suite.service, erin.id, mark).filter((e) => e.type === 'email.delete')).toHaveLength(1);
+    expect((await eventsSince(suite.service, erin.id, mark)).filter((e) => e.type === 'email.delete')).toHaveLength(1);
   });
 });

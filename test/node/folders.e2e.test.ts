@@ -32,7 +32,7 @@ async function messagesIn(client: ImapFlow, path: string): Promise<number> {
 /** Events about folders and emails since `mark`, by type, with the ids they name. */
 async function eventIds(accountId: string, mark: EventMark): Promise<Record<string, string[]>> {
   const out: Record<string, string[]> = {};
-  for (const e of (await eventsSince(suite.service, accountId, mark))) {
+  for (const e of await eventsSince(suite.service, accountId, mark)) {
     out[e.type] ??= [];
     out[e.type]!.push(e.data.id);
   }

@@ -289,7 +289,7 @@ describe('sending', () => {
     expect(refused.status).toBe(404);
     expect(((await refused.json()) as { type: string }).type).toBe('errors/not_found');
 
-    expect((await events('tracking.open'))).toEqual([
+    expect(await events('tracking.open')).toEqual([
       {
         email_id: sent.id,
         tracking_id: res.body.tracking_id,
@@ -298,7 +298,7 @@ describe('sending', () => {
         label: 'spring',
       },
     ]);
-    expect((await events('tracking.click'))).toEqual([
+    expect(await events('tracking.click')).toEqual([
       {
         email_id: sent.id,
         tracking_id: res.body.tracking_id,
@@ -385,10 +385,13 @@ describe('sending a saved draft (draft_id)', () => {
       what: 'the draft to leave Drafts',
     });
     expect(await uidsWithSubject(aliceImap, 'Drafts', 'draft to send')).not.toContain(draftUid);
-    const gone = await eventually(async () => (await events('email.draft.delete')).find((e) => e.draft_id === draftId), {
-      what: 'email.draft.delete',
-      timeoutMs: 60_000,
-    });
+    const gone = await eventually(
+      async () => (await events('email.draft.delete')).find((e) => e.draft_id === draftId),
+      {
+        what: 'email.draft.delete',
+        timeoutMs: 60_000,
+      },
+    );
     expect(gone.id).toBe(draft.id);
     const { data: drafts } = await service.client.GET('/api/v1/drafts', {
       params: { query: { account_id: alice.id } },

@@ -54,7 +54,7 @@ describe('at the default poll interval', () => {
       expect(after.get(subject)?.id, subject).toBe(before.get(subject).id);
       expect(after.get(subject)?.folder_ids, subject).toEqual([folderIds[i]]);
     }
-    const events = (await eventsSince(suite.service, alice.id, mark));
+    const events = await eventsSince(suite.service, alice.id, mark);
     expect(events.filter((e) => e.type === 'email.delete')).toEqual([]);
     expect(events.filter((e) => e.type === 'email.new')).toEqual([]);
     const updates = events.filter((e) => e.type === 'email.update').map((e) => e.data.subject);

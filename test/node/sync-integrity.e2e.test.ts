@@ -55,7 +55,7 @@ describe('folders', () => {
       expect(after.get(subject).id).toBe(before.get(subject).id);
       expect(after.get(subject).folder_ids).toEqual([projects.id]);
     }
-    const events = (await eventsSince(suite.service, bob.id, mark));
+    const events = await eventsSince(suite.service, bob.id, mark);
     expect(events.map((e) => e.type).sort()).toEqual(['email.folder.update', 'email.folder.update']);
     expect(events.map((e) => e.data.id).sort()).toEqual([projects.id, oldOnly.id].sort());
   });

@@ -1,7 +1,8 @@
 /**
  * An email event's outbox row keeps no second copy of its email. While the email stays, the row
- * holds a snapshot: the email's id, what can change after the event (thread, folders, role, flags,
- * the reply target's id) and the few fields read by id or subject, with `body` null as the mark.
+ * holds a snapshot: the email's id and what can change after the event (thread, folders, role,
+ * flags, the reply target's id), with `body` null as the mark (older snapshots hold a few more
+ * fields that never change).
  * Whoever reads the row (a webhook call, the events feed) makes the data again: the email as stored
  * (emails/present.ts, bodies decompressed) with the snapshot's fields over it, so the payload is the
  * same bytes as when the event was made (the rest of an email never changes). When the email is gone

@@ -18,8 +18,9 @@ export function withoutBodies(data: unknown): unknown {
 }
 
 /**
- * What an event keeps of its email: what may change later (thread, folders, role, flags, the reply
- * target's id), and what its readers look it up by (id, subject, Message-ID, provider id, origin).
+ * The keys a snapshot's values are taken from when its data is made again (event-data.ts): those
+ * written now (SNAPSHOT_WRITTEN) and those older snapshots also hold (subject, Message-ID and the
+ * like, which never change, so the stored email gives the same).
  */
 export const SNAPSHOT_KEYS = [
   'object',
@@ -40,15 +41,19 @@ export const SNAPSHOT_KEYS = [
 ] as const;
 
 /**
- * Left out of the snapshot when written, though older snapshots hold them: `folders` (the same
- * list as `folder_ids`) and `attachments` (an email's attachments never change; read with the email).
+ * What a snapshot keeps of its email: which email, and what may change after the event (thread,
+ * folders, role, flags, the reply target's id). Everything else is read from the stored email.
  */
-const SNAPSHOT_DERIVED: ReadonlySet<string> = new Set(['folders', 'attachments']);
+const SNAPSHOT_WRITTEN = ['id', 'thread_id', 'folder_ids', 'role', 'unread', 'starred', 'in_reply_to'] as const;
 
-/** The snapshot's JSON of an email's list variant. */
+/**
+ * The snapshot's JSON of an email's list variant. An email that answers none has `in_reply_to` null
+ * for good (its Message-ID references never change): left out.
+ */
 export function snapshotJson(email: Record<string, unknown>): string {
   const kept: Record<string, unknown> = {};
-  for (const key of SNAPSHOT_KEYS) if (key in email && !SNAPSHOT_DERIVED.has(key)) kept[key] = email[key];
+  for (const key of SNAPSHOT_WRITTEN)
+    if (key in email && !(key === 'in_reply_to' && email[key] === null)) kept[key] = email[key];
   return JSON.stringify({ ...kept, body: null });
 }
 

@@ -41,6 +41,9 @@ export async function loadEmailRecords(env: Env, rows: EmailRow[], options: Load
 
 /** `loadEmailRecords` of rows that all live in env.DB. */
 async function loadShardRecords(env: Env, rows: EmailRow[], options: LoadOptions): Promise<EmailRecord[]> {
+  // R2 reads (large bodies, header blocks in sources) go on while D1 answers.
+  const bodies = Promise.all(rows.map((row) => storedBodies(env, row, options)));
+  bodies.catch(() => {}); // awaited below; a failure surfaces there, not as an unhandled rejection
   const folderIds = new Map<string, string[]>();
   const attachments = new Map<string, AttachmentRow[]>();
   const replyTargets = new Map<string, string>();
@@ -73,15 +76,14 @@ async function loadShardRecords(env: Env, rows: EmailRow[], options: LoadOptions
     for (const r of results) replyTargets.set(`${r.account_id} ${r.message_id}`, r.id);
   }
 
-  return Promise.all(
-    rows.map(async (row) => ({
-      row,
-      folder_ids: folderIds.get(row.id) ?? [],
-      attachments: attachments.get(row.id) ?? [],
-      in_reply_to_id: row.in_reply_to ? (replyTargets.get(`${row.account_id} ${row.in_reply_to}`) ?? null) : null,
-      bodies: await storedBodies(env, row, options),
-    })),
-  );
+  const stored = await bodies;
+  return rows.map((row, i) => ({
+    row,
+    folder_ids: folderIds.get(row.id) ?? [],
+    attachments: attachments.get(row.id) ?? [],
+    in_reply_to_id: row.in_reply_to ? (replyTargets.get(`${row.account_id} ${row.in_reply_to}`) ?? null) : null,
+    bodies: stored[i],
+  }));
 }
 
 /** What the row's text columns do not hold: its `content`, and what R2 keeps of it. */

@@ -33,14 +33,23 @@ describe('storing new mail', () => {
 
     const { results: stored } = await account.db
       .prepare(
-        'SELECT subject, body_html, body_plain, headers_json, content FROM emails WHERE account_id = ? ORDER BY subject',
+        'SELECT subject, body_html, body_plain, headers_json, date, updated_at, content FROM emails WHERE account_id = ? ORDER BY subject',
       )
       .bind(account.id)
-      .all<{ subject: string; body_html: null; body_plain: null; headers_json: string; content: number[] }>();
-    // The text columns stay empty: bodies and headers are one compressed BLOB.
-    expect(stored.map((r) => [r.body_html, r.body_plain, r.headers_json])).toEqual([
-      [null, null, '[]'],
-      [null, null, '[]'],
+      .all<{
+        subject: string;
+        body_html: null;
+        body_plain: null;
+        headers_json: string;
+        date: string;
+        updated_at: string;
+        content: number[];
+      }>();
+    // The text columns stay empty: bodies are one compressed BLOB, the date is made from date_ms,
+    // and updated_at is set only when the row changes.
+    expect(stored.map((r) => [r.body_html, r.body_plain, r.headers_json, r.date, r.updated_at])).toEqual([
+      [null, null, '[]', '', ''],
+      [null, null, '[]', '', ''],
     ]);
     const unpacked = await Promise.all(stored.map((r) => unpackContent(r.content)));
     expect(unpacked.map((c) => c.html)).toEqual(['<p>Hello <i>there</i></p>', undefined]);
@@ -79,6 +88,10 @@ describe('storing new mail', () => {
     const single = await api('GET', `/${account.id}/emails/${text.id}`);
     expect(single.body.body).toBe(textToHtml(rows[1]!.body_plain));
     expect(single.body.body).toContain('&lt;b&gt; &amp; &quot;quotes&quot;');
+    const { date_ms } = (await account.db.prepare('SELECT date_ms FROM emails WHERE id = ?').bind(text.id).first<{
+      date_ms: number;
+    }>())!;
+    expect(single.body.date).toBe(new Date(date_ms).toISOString());
     expect(single.body.headers.find((h: { name: string }) => h.name === 'Subject')?.value).toBe('text');
 
     const { results: events } = await account.db

@@ -7,13 +7,16 @@ import { normalizeAddress } from '../ingest/parse.ts';
 import type { ParsedAddress, ParsedMessage } from '../ingest/types.ts';
 import { jsonChunks, jsonColumns } from '../lib/sql.ts';
 
-const CONTACT_COLUMNS = ['address', 'name', 'name_folded', 'name_ms', 'n', 'last_at', 'last_ms'] as const;
+/**
+ * A contact's latest date is kept as `last_email_ms` only (`last_email_at`, '' in rows written since,
+ * is made from it on reading: contacts/list.ts).
+ */
+const CONTACT_COLUMNS = ['address', 'name', 'name_folded', 'name_ms', 'n', 'last_ms'] as const;
 
 /** One contact as a change's new emails name it: how often, its latest date, and the name that wins. */
 interface Mentions {
   n: number;
   lastMs: number;
-  lastAt: string;
   /** Latest date among the emails before, in order: a name counts only from an email at least as recent. */
   prefixMs: number;
   name: string;
@@ -57,27 +60,18 @@ export function countUpStatements(
       const c = contacts.get(address) ?? {
         n: 0,
         lastMs: -Infinity,
-        lastAt: '',
         prefixMs: -Infinity,
         name: '',
         nameMs: 0,
       };
       if (name && row.date_ms >= c.prefixMs) Object.assign(c, { name, nameMs: row.date_ms });
-      if (row.date_ms > c.lastMs) Object.assign(c, { lastMs: row.date_ms, lastAt: row.date });
+      c.lastMs = Math.max(c.lastMs, row.date_ms);
       c.prefixMs = Math.max(c.prefixMs, row.date_ms);
       c.n += 1;
       contacts.set(address, c);
     }
   }
-  const rows = [...contacts].map(([address, c]) => [
-    address,
-    c.name,
-    c.name.toLowerCase(),
-    c.nameMs,
-    c.n,
-    c.lastAt,
-    c.lastMs,
-  ]);
+  const rows = [...contacts].map(([address, c]) => [address, c.name, c.name.toLowerCase(), c.nameMs, c.n, c.lastMs]);
   const counted = jsonChunks(rows).flatMap((json) => [
     db
       .prepare(
@@ -86,7 +80,6 @@ export function countUpStatements(
            display_name = CASE WHEN j.name != '' AND j.name_ms >= last_email_ms THEN j.name ELSE display_name END,
            display_name_folded = CASE WHEN j.name != '' AND j.name_ms >= last_email_ms
                                       THEN j.name_folded ELSE display_name_folded END,
-           last_email_at = CASE WHEN j.last_ms > last_email_ms THEN j.last_at ELSE last_email_at END,
            last_email_ms = MAX(last_email_ms, j.last_ms)
          FROM (SELECT ${jsonColumns(CONTACT_COLUMNS)} FROM json_each(?1)) AS j
          WHERE contacts.account_id = ?2 AND contacts.identifier = j.address`,
@@ -96,7 +89,7 @@ export function countUpStatements(
       .prepare(
         `INSERT OR IGNORE INTO contacts
            (account_id, identifier, display_name, display_name_folded, emails_count, last_email_at, last_email_ms)
-         SELECT ?2, address, name, name_folded, n, last_at, last_ms
+         SELECT ?2, address, name, name_folded, n, '', last_ms
          FROM (SELECT ${jsonColumns(CONTACT_COLUMNS)} FROM json_each(?1))`,
       )
       .bind(json, accountId),
@@ -135,19 +128,17 @@ const ACCOUNT_NUMBER = (accountId: string) => `(SELECT num FROM account_numbers 
 const DELETED_NUMBERS = 'SELECT num FROM emails WHERE id IN (SELECT value FROM json_each(?1))';
 
 /**
- * A column of the contact's latest email outside the set being deleted (?1), inside an UPDATE of
+ * The date of the contact's latest email outside the set being deleted (?1), inside an UPDATE of
  * `contacts`: among the participant rows by number, and those of emails stored before numbers.
  */
-const latestRemainingEmail = (column: 'date_ms' | 'date') =>
-  `SELECT ${column} FROM (
-     SELECT e.date_ms, e.date FROM participants p JOIN emails e ON e.num = p.num
+const LATEST_REMAINING_EMAIL_MS = `SELECT MAX(date_ms) FROM (
+     SELECT e.date_ms FROM participants p JOIN emails e ON e.num = p.num
      WHERE p.address = contacts.identifier AND p.account_num = ${ACCOUNT_NUMBER('contacts.account_id')}
        AND e.id NOT IN (SELECT value FROM json_each(?1))
      UNION ALL
-     SELECT e.date_ms, e.date FROM email_participants p JOIN emails e ON e.id = p.email_id
+     SELECT e.date_ms FROM email_participants p JOIN emails e ON e.id = p.email_id
      WHERE p.account_id = contacts.account_id AND p.address = contacts.identifier
-       AND e.id NOT IN (SELECT value FROM json_each(?1)))
-   ORDER BY date_ms DESC LIMIT 1`;
+       AND e.id NOT IN (SELECT value FROM json_each(?1)))`;
 
 /** The contacts these emails name (?1: the email ids as a JSON array). */
 const NAMED = `SELECT address FROM participants WHERE num IN (${DELETED_NUMBERS})
@@ -168,8 +159,7 @@ export const COUNT_DOWN_SQL = [
        - (SELECT COUNT(DISTINCT p.email_id) FROM email_participants p
           WHERE p.account_id = contacts.account_id AND p.address = contacts.identifier
             AND p.email_id IN (SELECT value FROM json_each(?1))),
-     last_email_ms = COALESCE((${latestRemainingEmail('date_ms')}), last_email_ms),
-     last_email_at = COALESCE((${latestRemainingEmail('date')}), last_email_at)
+     last_email_ms = COALESCE((${LATEST_REMAINING_EMAIL_MS}), last_email_ms)
    WHERE account_id = ?2 AND identifier IN (${NAMED})`,
   `DELETE FROM contacts WHERE account_id = ?2 AND emails_count <= 0 AND identifier IN (${NAMED})`,
 ] as const;

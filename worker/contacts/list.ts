@@ -8,6 +8,7 @@ import { REMOVED_ACCOUNTS } from '../accounts/removed.ts';
 import { z } from 'zod';
 import type { Contact } from '../schemas/accounts.ts';
 import { parseId } from '../lib/ids.ts';
+import { iso } from '../lib/time.ts';
 import { cursorList, cursorPaging, decodeCursor, type CursorList } from '../lib/paging.ts';
 import { invalid } from '../lib/errors.ts';
 import type { Env } from '../env.ts';
@@ -24,7 +25,6 @@ export interface ContactRow {
   identifier: string;
   display_name: string;
   emails_count: number;
-  last_email_at: string;
   last_email_ms: number;
 }
 
@@ -35,7 +35,8 @@ export function presentContact(row: ContactRow): Contact {
     identifier: row.identifier,
     display_name: row.display_name,
     emails_count: row.emails_count,
-    last_email_at: row.last_email_at,
+    // Rows written before hold the same as text; rows since keep ''.
+    last_email_at: iso(row.last_email_ms),
   };
 }
 

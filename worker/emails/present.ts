@@ -11,6 +11,7 @@ import type {
   TypedAttendee as TypedSchema,
 } from '../schemas/emails.ts';
 import { snippetOf, textToHtml } from '../ingest/html.ts';
+import { iso } from '../lib/time.ts';
 import type { Role } from '../schemas/folders.ts';
 
 type Attendee = z.output<typeof AttendeeSchema>;
@@ -176,6 +177,9 @@ export function emailHtml(rec: { row: Pick<EmailRow, 'body_html' | 'body_plain'>
   return html ?? textToHtml(rec.bodies?.plain ?? rec.row.body_plain ?? '');
 }
 
+/** The email's date: rows written since it is made from `date_ms` keep '' (sync/email-row.ts). */
+export const emailDate = (row: Pick<EmailRow, 'date' | 'date_ms'>): string => row.date || iso(row.date_ms);
+
 /** Fields both variants share (`addressing`: the email's, read once by the caller). */
 function common<W extends boolean>(rec: EmailRecord, addressing: StoredAddressing, withType: W) {
   const { row } = rec;
@@ -184,7 +188,7 @@ function common<W extends boolean>(rec: EmailRecord, addressing: StoredAddressin
     id: row.id,
     account_id: row.account_id,
     thread_id: row.thread_id,
-    date: row.date,
+    date: emailDate(row),
     subject: row.subject,
     body: emailHtml(rec),
     body_plain: rec.bodies?.plain ?? row.body_plain ?? '',

@@ -17,7 +17,6 @@ import { textToHtml } from '../ingest/html.ts';
 import { normalizeAddress } from '../ingest/parse.ts';
 import type { ParsedAddress, ParsedMessage } from '../ingest/types.ts';
 import { newId } from '../lib/ids.ts';
-import { iso } from '../lib/time.ts';
 import type { FlagState } from './memberships.ts';
 import type { BlobWriter } from './segment.ts';
 
@@ -134,7 +133,8 @@ export async function buildEmailRow(
     message_id: mail.message_id,
     in_reply_to: mail.in_reply_to,
     references_json: '[]',
-    date: iso(dateMs),
+    // Made from date_ms on reading (emails/present.ts).
+    date: '',
     date_ms: dateMs,
     subject,
     subject_folded: foldedSubject(subject),
@@ -163,7 +163,8 @@ export async function buildEmailRow(
     tracking_id: null,
     draft_id: isDraft ? newId('draft') : null,
     created_at: e.now,
-    updated_at: e.now,
+    // Set when the row changes after it is written (thread merges, actions).
+    updated_at: '',
   };
   return { row, content };
 }

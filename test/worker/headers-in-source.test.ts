@@ -1,13 +1,17 @@
 // An email's header block is stored once, in its raw source: the row's content keeps its length,
 // and the headers are read from the source's start when an email is presented with them. Whatever
 // the source, the API gives the very headers parsing the whole message gives.
-import { env } from 'cloudflare:test';
+import { createExecutionContext, env, waitOnExecutionContext } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
+import { createApp } from '../../worker/app.ts';
+import type { Env } from '../../worker/env.ts';
+import { SOURCE_READS_MAX } from '../../worker/emails/source-headers.ts';
 import { packContent, unpackContent } from '../../worker/emails/content.ts';
 import { presentEmailSingle, type EmailRow, type StoredBlob } from '../../worker/emails/present.ts';
 import { loadEmailRecords } from '../../worker/emails/store.ts';
 import { parseMessage } from '../../worker/ingest/parse.ts';
-import { api } from './helpers.ts';
+import { ADMIN_KEY, api } from './helpers.ts';
+import { LIMITS, meteredEnv, newMeter } from './metered.ts';
 import { leased, list, messageIn, rawMessage } from './sync-helpers.ts';
 
 /** Folded, encoded and repeated headers: what the raw source must give back exactly. */
@@ -112,5 +116,66 @@ describe('the header block in the raw source', () => {
     expect(() => presentEmailSingle(record!)).toThrow(/without its headers/);
     const [withHeaders] = await loadEmailRecords(env, [row], { headers: true });
     expect(presentEmailSingle(withHeaders!).headers.find((h) => h.name === 'Subject')?.value).toBe('plain');
+  });
+
+  it('reads at most SOURCE_READS_MAX sources a request: pages and threads hold fewer emails, the rest follow', async () => {
+    const account = await leased();
+    const total = SOURCE_READS_MAX + 5;
+    const root = `<root-${crypto.randomUUID()}@example.test>`;
+    // One change per message, as mail arriving one by one comes: each source in its own segment.
+    for (let uid = 1; uid <= total; uid++) {
+      const raw = rawMessage({ subject: `one by one ${uid}`, ...(uid > 1 && { inReplyTo: root, references: root }) });
+      const message = uid === 1 ? rawMessage({ subject: 'one by one 1', messageId: root }) : raw;
+      await account.stub.applyChanges(account.gateway, [
+        { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(uid, message)] },
+      ]);
+    }
+    const app = createApp();
+    const metered = async (path: string) => {
+      const meter = newMeter();
+      const ctx = createExecutionContext();
+      const response = await app.fetch(
+        new Request(`https://mail.example.com/api/v1${path}`, { headers: { 'X-API-KEY': ADMIN_KEY } }),
+        meteredEnv(env as Env, meter),
+        ctx,
+      );
+      await waitOnExecutionContext(ctx);
+      expect(meter.subrequests).toBeLessThanOrEqual(LIMITS.subrequests);
+      return { status: response.status, body: (await response.json()) as any, subrequests: meter.subrequests };
+    };
+
+    const seen: string[] = [];
+    let cursor = '';
+    const pages: number[] = [];
+    do {
+      const page = await metered(`/emails?account_id=${account.id}&include_headers=true&limit=250${cursor}`);
+      expect(page.status).toBe(200);
+      for (const email of page.body.data) {
+        expect(email.headers.find((h: { name: string }) => h.name === 'Subject')?.value).toBe(email.subject);
+        seen.push(email.subject);
+      }
+      pages.push(page.body.data.length);
+      cursor = page.body.cursor ? `&cursor=${encodeURIComponent(page.body.cursor)}` : '';
+    } while (cursor);
+    expect(pages).toEqual([SOURCE_READS_MAX, 5]);
+    expect(new Set(seen).size).toBe(total);
+
+    const first = (await list(`account_id=${account.id}&subject=${encodeURIComponent('one by one 1')}`)).data.find(
+      (e: any) => e.subject === 'one by one 1',
+    );
+    const thread = await metered(`/${account.id}/emails/${first.id}/thread?limit=250`);
+    expect(thread.body.data).toHaveLength(SOURCE_READS_MAX);
+    expect(thread.body.has_more).toBe(true);
+
+    // Sources synced together are one segment: their starts are one read, and a page holds them all.
+    const batch = await leased('gw-2');
+    const messages = Array.from({ length: total }, (_, i) =>
+      messageIn(i + 1, rawMessage({ subject: `together ${i}` })),
+    );
+    await batch.stub.applyChanges(batch.gateway, [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages }]);
+    const together = await metered(`/emails?account_id=${batch.id}&include_headers=true&limit=250`);
+    expect(together.body.data).toHaveLength(total);
+    expect(together.body.has_more).toBe(false);
+    expect(together.subrequests).toBeLessThan(5);
   });
 });

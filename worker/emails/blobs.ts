@@ -34,14 +34,6 @@ export async function readBlob(env: Env, ref: string): Promise<{ object: R2Objec
   return { object, size: range ? range.length : object.size };
 }
 
-/** The first `length` bytes a reference names (at most all of them), or null when gone. */
-export async function readBlobStart(env: Env, ref: string, length: number): Promise<Uint8Array | null> {
-  const { key, range } = parseBlobRef(ref);
-  const start = { offset: range?.offset ?? 0, length: Math.min(length, range?.length ?? length) };
-  const object = await env.BLOBS.get(key, { range: start });
-  return object ? new Uint8Array(await object.arrayBuffer()) : null;
-}
-
 /** Which of these staged sources are still the raw source of some email, in one query. */
 export async function stagedInUse(env: Env, keys: string[]): Promise<Set<string>> {
   if (keys.length === 0) return new Set();

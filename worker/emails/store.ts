@@ -2,10 +2,10 @@
 import { REMOVED_ACCOUNTS } from '../accounts/removed.ts';
 import type { Env } from '../env.ts';
 import { accountEnv, findInShards, groupByShard } from '../shards/spread.ts';
-import { sourceHeaders } from '../ingest/headers.ts';
-import { readBlob, readBlobStart } from './blobs.ts';
+import { readBlob } from './blobs.ts';
 import { unpackContent } from './content.ts';
 import type { AttachmentRow, EmailRecord, EmailRow, StoredBodies } from './present.ts';
+import { readSourceHeaders } from './source-headers.ts';
 
 /** The R2 keys of an email's blobs, derived from the account and the email's identity digest. */
 export const blobKeys = {
@@ -27,22 +27,24 @@ export interface LoadOptions {
 
 /**
  * Folder ids, attachments, reply targets and R2 bodies for a set of email rows, in a few queries
- * per shard; with `headers`, the header blocks too (one R2 read per email whose block is in its source).
+ * per shard; with `headers`, the header blocks too (source-headers.ts: a list or thread takes only
+ * as many emails as `sourceHeadersFit` allows).
  */
 export async function loadEmailRecords(env: Env, rows: EmailRow[], options: LoadOptions = {}): Promise<EmailRecord[]> {
   if (rows.length === 0) return [];
   const groups = await groupByShard(env, rows);
-  if (groups.length === 1) return loadShardRecords(groups[0]!.env, rows, options);
   const loaded = new Map<string, EmailRecord>();
   for (const group of groups)
-    for (const record of await loadShardRecords(group.env, group.rows, options)) loaded.set(record.row.id, record);
-  return rows.map((row) => loaded.get(row.id)!);
+    for (const record of await loadShardRecords(group.env, group.rows)) loaded.set(record.row.id, record);
+  const records = rows.map((row) => loaded.get(row.id)!);
+  if (options.headers) await readSourceHeaders(env, records);
+  return records;
 }
 
 /** `loadEmailRecords` of rows that all live in env.DB. */
-async function loadShardRecords(env: Env, rows: EmailRow[], options: LoadOptions): Promise<EmailRecord[]> {
+async function loadShardRecords(env: Env, rows: EmailRow[]): Promise<EmailRecord[]> {
   // R2 reads (large bodies, header blocks in sources) go on while D1 answers.
-  const bodies = Promise.all(rows.map((row) => storedBodies(env, row, options)));
+  const bodies = Promise.all(rows.map((row) => storedBodies(env, row)));
   bodies.catch(() => {}); // awaited below; a failure surfaces there, not as an unhandled rejection
   const folderIds = new Map<string, string[]>();
   const attachments = new Map<string, AttachmentRow[]>();
@@ -87,23 +89,13 @@ async function loadShardRecords(env: Env, rows: EmailRow[], options: LoadOptions
 }
 
 /** What the row's text columns do not hold: its `content`, and what R2 keeps of it. */
-async function storedBodies(env: Env, row: EmailRow, options: LoadOptions): Promise<StoredBodies | undefined> {
+async function storedBodies(env: Env, row: EmailRow): Promise<StoredBodies | undefined> {
   if (!row.content && !row.body_key) return undefined;
   const [inline, outside] = await Promise.all([
     row.content ? unpackContent(row.content) : {},
     row.body_key ? loadBodies(env, row.body_key) : {},
   ]);
-  const bodies: StoredBodies = { ...inline, ...outside };
-  if (options.headers && bodies.header_length !== undefined && !bodies.headers)
-    bodies.headers = await headersFromSource(env, row, bodies.header_length);
-  return bodies;
-}
-
-/** The header block read again from the start of the raw source (sync/email-row.ts checked it reads the same). */
-async function headersFromSource(env: Env, row: EmailRow, length: number): Promise<StoredBodies['headers']> {
-  const start = row.raw_key ? await readBlobStart(env, row.raw_key, length) : null;
-  if (!start) throw new Error(`the raw source of email ${row.id} is missing: its headers cannot be read`);
-  return sourceHeaders(start);
+  return { ...inline, ...outside };
 }
 
 async function loadBodies(env: Env, key: string): Promise<StoredBodies> {

@@ -3,6 +3,7 @@ import type { AppEnv } from '../env.ts';
 import { presentEmailList, presentEmailSingle, type EmailRow } from '../emails/present.ts';
 import { buildEmailQuery, DraftListQuery, EmailListQuery, filtersKey } from '../emails/query.ts';
 import { readBlob } from '../emails/blobs.ts';
+import { readSourceHeaders, sourceHeadersFit } from '../emails/source-headers.ts';
 import { loadEmail, loadEmailRecords, type LoadOptions } from '../emails/store.ts';
 import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
@@ -51,12 +52,15 @@ async function listEmails(c: Context<AppEnv>, draftsOnly: boolean) {
         q.limit,
         NEWEST_FIRST,
       );
-  const records = await loadEmailRecords(c.env, rows.slice(0, q.limit), { headers: q.include_headers });
+  const loaded = await loadEmailRecords(c.env, rows.slice(0, q.limit));
+  // With headers, a page holds the emails whose header blocks one request reads; the next page goes on.
+  const records = q.include_headers ? loaded.slice(0, sourceHeadersFit(loaded)) : loaded;
+  if (q.include_headers) await readSourceHeaders(c.env, records);
   const byId = new Map(records.map((r) => [r.row.id, r]));
   return cursorList(
     draftsOnly ? 'Drafts' : 'Emails',
-    rows,
-    q.limit,
+    rows.slice(0, records.length + 1),
+    records.length,
     filtersKey(q, draftsOnly ? 'drafts:' : ''),
     (row) => [row.date_ms, row.id],
     (row) => presentEmailList(byId.get(row.id)!, { includeHeaders: q.include_headers }),

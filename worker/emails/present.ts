@@ -97,7 +97,7 @@ export interface StoredBodies {
   headers?: { name: string; value: string }[];
   /**
    * Instead of `headers`: the header block is the raw source's first `header_length` bytes, read
-   * from there only when the headers are presented (emails/store.ts).
+   * from there only when the headers are presented (emails/source-headers.ts).
    */
   header_length?: number;
   /** Always in `content` since it holds them; rows written before have them in their JSON columns. */

@@ -1,8 +1,7 @@
 /**
  * A new email's D1 row and attachment rows, and the R2 objects that go with them. Bodies and the
  * addressing are one compressed BLOB (`content`, emails/content.ts); the header block is read from
- * the raw source when it can be, and is in the BLOB otherwise. Whatever a
- * message holds, its row stays far below D1's row limit (measured in UTF-8 bytes): large bodies
+ * the raw source when it can be, and is in the BLOB otherwise. Whatever a message holds, its row stays far below D1's row limit (measured in UTF-8 bytes): large bodies
  * and large header blocks go to R2 (`body_key`), and the few fields that could still grow without
  * bound (subject, references, address lists) are cut to sizes no real message reaches.
  */
@@ -58,7 +57,7 @@ const foldedSubject = (subject: string): string => {
 
 /**
  * Whether the header block reads back from the raw source's first `header_length` bytes as the very
- * same headers (emails/store.ts): then the row keeps only that length, and the block is stored once,
+ * same headers (emails/source-headers.ts): then the row keeps only that length, and the block is stored once,
  * in the source. Checked here rather than assumed, so a source whose start parses otherwise on its
  * own (line ends judged from more than its header block) keeps its headers in the row.
  */

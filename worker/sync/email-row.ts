@@ -1,9 +1,10 @@
 /**
  * A new email's D1 row and attachment rows, and the R2 objects that go with them. Bodies and the
  * addressing are one compressed BLOB (`content`, emails/content.ts); the header block is read from
- * the raw source when it can be, and is in the BLOB otherwise. Whatever a message holds, its row stays far below D1's row limit (measured in UTF-8 bytes): large bodies
- * and large header blocks go to R2 (`body_key`), and the few fields that could still grow without
- * bound (subject, references, address lists) are cut to sizes no real message reaches.
+ * the raw source when it can be, and is in the BLOB otherwise. Whatever a message holds, its row
+ * stays far below D1's row limit (measured in UTF-8 bytes): large bodies and large header blocks
+ * go to R2 (`body_key`), and the few fields that could still grow without bound (subject,
+ * references, address lists) are cut to sizes no real message reaches.
  */
 import { sha256Hex } from '../../common/crypto.ts';
 import type { MessageIn } from '../../common/relay.ts';

@@ -10,7 +10,10 @@ export default workerProject({
   shards: 3,
   include: [
     'test/worker/shards/**/*.test.ts',
-    'test/worker/webhooks.test.ts',
+    'test/worker/webhook-endpoints.test.ts',
+    'test/worker/webhook-delivery.test.ts',
+    'test/worker/webhook-sweep.test.ts',
+    'test/worker/webhook-conversations.test.ts',
     'test/worker/sync.test.ts',
     'test/worker/sync-folders.test.ts',
     'test/worker/send.test.ts',

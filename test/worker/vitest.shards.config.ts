@@ -18,7 +18,10 @@ export default workerProject({
     'test/worker/sync-moves.test.ts',
     'test/worker/sync-gateway.test.ts',
     'test/worker/sync-folders.test.ts',
-    'test/worker/send.test.ts',
+    'test/worker/send-validation.test.ts',
+    'test/worker/send-idempotency.test.ts',
+    'test/worker/send-tracking.test.ts',
+    'test/worker/send-bounces.test.ts',
     'test/worker/erasure.test.ts',
   ],
 });

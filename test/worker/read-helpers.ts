@@ -44,3 +44,6 @@ export async function listEmails(query: string) {
 }
 
 export const subjects = (list: { data: any[] }) => list.data.map((e) => e.subject);
+
+/** A list's subjects in sorted order, where which emails it holds matters and their order does not. */
+export const sorted = (list: { data: any[] }) => subjects(list).sort();

@@ -8,10 +8,21 @@ import type { EventType } from '../../worker/events/types.ts';
 import { newId } from '../../worker/lib/ids.ts';
 import { recordOutgoing } from '../../worker/send/outgoing.ts';
 import { handleWebhookBatch } from '../../worker/webhooks/consumer.ts';
-import type { DeliveryOptions } from '../../worker/webhooks/schedule.ts';
+import { deliveryOptions, type DeliveryOptions } from '../../worker/webhooks/schedule.ts';
 import { api } from './helpers.ts';
 
 export const HOOK_URL = 'https://hooks.example.com/mailbox';
+
+export const SECOND = 1000;
+
+/** Empties what webhook tests fill (endpoints, calls, events, idempotency keys, accounts): run before each test. */
+export async function emptyWebhookTables(): Promise<void> {
+  await env.DB.batch(
+    ['webhook_conversations', 'webhook_endpoints', 'events', 'idempotency_keys', 'accounts'].map((table) =>
+      env.DB.prepare(`DELETE FROM ${table}`),
+    ),
+  );
+}
 
 export async function insertAccount(): Promise<string> {
   const id = newId('account');
@@ -74,6 +85,15 @@ export function subscriber(...answers: Answer[]) {
   };
   return { calls, fetch };
 }
+
+/**
+ * Delivery options on a clock the test moves (`now`): calls go to the in-test subscriber `sub`, the
+ * jitter is fixed at its middle, a call times out after 50 ms; `overrides` change any of them.
+ */
+export const deliveryOptionsAt =
+  (now: () => number) =>
+  (sub: ReturnType<typeof subscriber>, overrides: Partial<DeliveryOptions> = {}): DeliveryOptions =>
+    deliveryOptions({ fetch: sub.fetch, now, random: () => 0.5, timeoutMs: 50, ...overrides });
 
 export interface Sent {
   body: WebhookQueueMessage;

@@ -2,7 +2,7 @@
 // filters, drafts listed as Draft items, and the fields of an email in a list.
 import { describe, expect, it } from 'vitest';
 import { api, expectError } from './helpers.ts';
-import { listEmails, minute, readAccount, sorted, subjects } from './read-helpers.ts';
+import { EMAIL_FIELDS, listEmails, minute, readAccount, sorted, subjects } from './read-helpers.ts';
 
 describe('keyset paging', () => {
   it('visits 600 emails in pages of 250 exactly once while newer mail arrives', async () => {
@@ -94,22 +94,7 @@ describe('the list variant', () => {
     const rootId = (await listEmails(`account_id=${a.id}`)).data.find((e: any) => e.subject === 'root').id;
     expect(Object.keys(email).sort()).toEqual(
       [
-        'object',
-        'id',
-        'account_id',
-        'thread_id',
-        'date',
-        'subject',
-        'body',
-        'body_plain',
-        'from_attendee',
-        'to_attendees',
-        'cc_attendees',
-        'bcc_attendees',
-        'reply_to_attendees',
-        'has_attachments',
-        'attachments',
-        'folders',
+        ...EMAIL_FIELDS,
         'origin',
         'tracking_id',
         'provider_id',

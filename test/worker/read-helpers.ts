@@ -5,6 +5,26 @@ import { createSyncedAccount, messageIn, rawMessage, type RawOptions } from './s
 
 const GATEWAY = 'gw-read';
 
+/** The fields every variant of an email has (the spec's Email object); the variants add their own. */
+export const EMAIL_FIELDS = [
+  'object',
+  'id',
+  'account_id',
+  'thread_id',
+  'date',
+  'subject',
+  'body',
+  'body_plain',
+  'from_attendee',
+  'to_attendees',
+  'cc_attendees',
+  'bcc_attendees',
+  'reply_to_attendees',
+  'has_attachments',
+  'attachments',
+  'folders',
+];
+
 export interface Mail extends RawOptions {
   flags?: string[];
 }

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { normalizeSubject } from '../../worker/threads/threader.ts';
 import { api, expectError } from './helpers.ts';
-import { listEmails, minute, readAccount, subjects } from './read-helpers.ts';
+import { EMAIL_FIELDS, listEmails, minute, readAccount, subjects } from './read-helpers.ts';
 import { messageIn, outbox, rawMessage } from './sync-helpers.ts';
 
 const byId = async (accountId: string) =>
@@ -89,29 +89,7 @@ describe('GET /{account_id}/emails/{email_id}/thread', () => {
     });
     // The single variant, exactly.
     expect(Object.keys(sent).sort()).toEqual(
-      [
-        'object',
-        'id',
-        'account_id',
-        'thread_id',
-        'date',
-        'subject',
-        'body',
-        'body_plain',
-        'from_attendee',
-        'to_attendees',
-        'cc_attendees',
-        'bcc_attendees',
-        'reply_to_attendees',
-        'has_attachments',
-        'attachments',
-        'folders',
-        'headers',
-        'origin',
-        'tracking_id',
-        'is_unread',
-        'is_complete',
-      ].sort(),
+      [...EMAIL_FIELDS, 'headers', 'origin', 'tracking_id', 'is_unread', 'is_complete'].sort(),
     );
     expect(sent).toMatchObject({ object: 'Email', is_complete: true, is_unread: true });
 

@@ -1,6 +1,6 @@
 // GET /webhooks/conversations and POST /webhooks/conversations/{id}/retry: one endpoint's calls
 // newest first with the payload as sent, and a retry that sends now and counts as an attempt.
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { OutboxEvent } from '../../worker/events/outbox.ts';
 import { newId } from '../../worker/lib/ids.ts';
 import { api, expectError } from './helpers.ts';
@@ -8,30 +8,18 @@ import {
   consume,
   conversations,
   createEndpoint,
-  deliveryOptionsAt,
   emailData,
-  emptyWebhookTables,
   eventMessage,
   recordingEnv,
   SECOND,
   subscriber,
+  webhookTestSetup,
   writeEvent,
 } from './webhook-helpers.ts';
 
-let clock = Date.now();
-const options = deliveryOptionsAt(() => clock);
-
-beforeEach(emptyWebhookTables);
-
-afterEach(() => {
-  vi.restoreAllMocks();
-});
+const { clock, options } = webhookTestSetup();
 
 describe('webhook conversations API', () => {
-  beforeEach(() => {
-    clock = Date.now();
-  });
-
   it('requires a known endpoint_id', async () => {
     expect(expectError(await api('GET', '/webhooks/conversations'), 400, 'invalid_parameters').detail).toContain(
       'endpoint_id',
@@ -48,7 +36,7 @@ describe('webhook conversations API', () => {
     const events: OutboxEvent[] = [];
     for (let i = 0; i < 3; i++) {
       events.push(await writeEvent('email.new', null, emailData()));
-      clock += SECOND;
+      clock.now += SECOND;
       await consume(testEnv, options(sub), [eventMessage(events[i]!)]);
     }
 

@@ -1,11 +1,11 @@
 // Webhook delivery: the signed Event envelope, fan-out to matching endpoints, retries on the
 // schedule, timeouts and network errors, pausing and deleting endpoints, payloads over 64 KB, and a
 // message kept for the queue when the database fails. The consumer runs with an in-test subscriber
-// (its `fetch`), a clock the test moves, and a queue that records what would be enqueued, so each
+// (its `fetch`), a clock.now the test moves, and a queue that records what would be enqueued, so each
 // step is driven and seen by the test.
 import { env } from 'cloudflare:workers';
 import { Webhook } from 'standardwebhooks';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { Env } from '../../worker/env.ts';
 import { retryDelayMs } from '../../worker/webhooks/schedule.ts';
 import { runSweep } from '../../worker/webhooks/sweep.ts';
@@ -15,37 +15,25 @@ import {
   consume,
   conversations,
   createEndpoint,
-  deliveryOptionsAt,
   emailData,
-  emptyWebhookTables,
   eventMessage,
   HOOK_URL,
   insertAccount,
   recordingEnv,
   SECOND,
   subscriber,
+  webhookTestSetup,
   writeEvent,
 } from './webhook-helpers.ts';
 
-let clock = Date.now();
-const options = deliveryOptionsAt(() => clock);
+const { clock, options } = webhookTestSetup();
 
 async function hmac(key: Uint8Array, message: string): Promise<Uint8Array> {
   const cryptoKey = await crypto.subtle.importKey('raw', key, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
   return new Uint8Array(await crypto.subtle.sign('HMAC', cryptoKey, new TextEncoder().encode(message)));
 }
 
-beforeEach(emptyWebhookTables);
-
-afterEach(() => {
-  vi.restoreAllMocks();
-});
-
 describe('webhook delivery', () => {
-  beforeEach(() => {
-    clock = Date.now();
-  });
-
   it('POSTs the Event envelope with both signatures and the endpoint headers, then acks', async () => {
     const account = await insertAccount();
     const endpoint = await createEndpoint({ headers: [{ key: 'Authorization', value: 'Bearer t0ken' }] });
@@ -76,7 +64,7 @@ describe('webhook delivery', () => {
 
     // X-Email-Engine-Signature: t=<unix s>,v1=<hex HMAC-SHA256(secret as UTF-8, "<t>.<body>")>
     const t = call.headers.get('webhook-timestamp')!;
-    expect(Math.abs(Number(t) - clock / 1000)).toBeLessThan(2);
+    expect(Math.abs(Number(t) - clock.now / 1000)).toBeLessThan(2);
     const engine = await hmac(new TextEncoder().encode(endpoint.secret), `${t}.${call.body}`);
     const hex = [...engine].map((b) => b.toString(16).padStart(2, '0')).join('');
     expect(call.headers.get('X-Email-Engine-Signature')).toBe(`t=${t},v1=${hex}`);
@@ -140,13 +128,13 @@ describe('webhook delivery', () => {
     await consume(testEnv, options(sub), [sent[0]!.body]);
     expect(sub.calls).toHaveLength(1);
 
-    clock += 5 * SECOND;
+    clock.now += 5 * SECOND;
     await consume(testEnv, options(sub), [sent.shift()!.body]);
     [conversation] = await conversations(endpoint.id);
     expect(conversation).toMatchObject({ status: 'retrying', attempts: 2, last_status_code: 500 });
     expect(sent).toEqual([{ body: { kind: 'delivery', conversation_id: conversation!.id }, delaySeconds: 300 }]);
 
-    clock += 300 * SECOND;
+    clock.now += 300 * SECOND;
     await consume(testEnv, options(sub), [sent.shift()!.body]);
     [conversation] = await conversations(endpoint.id);
     expect(conversation).toMatchObject({
@@ -171,7 +159,7 @@ describe('webhook delivery', () => {
     expect(conversation).toMatchObject({ status: 'retrying', attempts: 1, last_status_code: null });
     expect(conversation!.last_error).toMatch(/timeout after 0\.03 s/);
 
-    clock += 10 * SECOND;
+    clock.now += 10 * SECOND;
     await consume(testEnv, options(subscriber('network-error')), [
       { kind: 'delivery', conversation_id: conversation!.id },
     ]);
@@ -198,21 +186,21 @@ describe('webhook delivery', () => {
 
     // After the 7th failure the wait is 14 h: too long for a queue delay, so nothing is enqueued.
     await env.DB.prepare('UPDATE webhook_conversations SET attempts = 6, next_attempt_at = ? WHERE id = ?')
-      .bind(clock, id)
+      .bind(clock.now, id)
       .run();
     sent.length = 0;
     await consume(testEnv, options(sub), [{ kind: 'delivery', conversation_id: id }]);
     const [waiting] = await conversations(endpoint.id);
-    expect(waiting).toMatchObject({ status: 'retrying', attempts: 7, next_attempt_at: clock + 14 * 3600 * SECOND });
+    expect(waiting).toMatchObject({ status: 'retrying', attempts: 7, next_attempt_at: clock.now + 14 * 3600 * SECOND });
     expect(sent).toEqual([]);
     // The sweep enqueues it once it is due.
-    expect((await runSweep(testEnv, clock + 13 * 3600 * SECOND)).retries).toBe(0);
-    expect((await runSweep(testEnv, clock + 15 * 3600 * SECOND)).retries).toBe(1);
+    expect((await runSweep(testEnv, clock.now + 13 * 3600 * SECOND)).retries).toBe(0);
+    expect((await runSweep(testEnv, clock.now + 15 * 3600 * SECOND)).retries).toBe(1);
     expect(sent).toEqual([{ body: { kind: 'delivery', conversation_id: id } }]);
 
     // The 10th failed attempt ends the schedule.
     await env.DB.prepare('UPDATE webhook_conversations SET attempts = 9, next_attempt_at = ? WHERE id = ?')
-      .bind(clock, id)
+      .bind(clock.now, id)
       .run();
     sent.length = 0;
     await consume(testEnv, options(subscriber(503)), [{ kind: 'delivery', conversation_id: id }]);
@@ -237,9 +225,9 @@ describe('webhook delivery', () => {
     expect((await conversations())[0]).toMatchObject({ status: 'dropped', next_attempt_at: null, attempts: 1 });
 
     const whilePaused = await writeEvent('email.new', null, emailData());
-    clock += 3600 * SECOND;
+    clock.now += 3600 * SECOND;
     await consume(testEnv, options(sub), [sent[0]!.body, eventMessage(whilePaused)]);
-    expect((await runSweep(testEnv, clock)).retries).toBe(0);
+    expect((await runSweep(testEnv, clock.now)).retries).toBe(0);
     expect(sub.calls).toHaveLength(1);
     expect(await conversations()).toHaveLength(1);
 
@@ -260,7 +248,7 @@ describe('webhook delivery', () => {
     const sub = subscriber(500, 200);
     await consume(testEnv, options(sub), [eventMessage(await writeEvent('email.new', null, emailData()))]);
     await api('DELETE', `/webhooks/endpoints/${endpoint.id}`);
-    clock += 60 * SECOND;
+    clock.now += 60 * SECOND;
     await consume(testEnv, options(sub), [sent[0]!.body]);
     expect(sub.calls).toHaveLength(1);
     expect((await conversations())[0]).toMatchObject({ status: 'dropped' });

@@ -1,7 +1,7 @@
 /** Webhook test helpers: endpoints, outbox events, an in-test subscriber, a recording queue, one consumer run. */
 import { createExecutionContext, createMessageBatch, getQueueResult } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
-import { expect } from 'vitest';
+import { afterEach, beforeEach, expect, vi } from 'vitest';
 import type { Env, WebhookQueueMessage } from '../../worker/env.ts';
 import { eventStatement, newEvent, type OutboxEvent } from '../../worker/events/outbox.ts';
 import type { EventType } from '../../worker/events/types.ts';
@@ -94,6 +94,23 @@ export const deliveryOptionsAt =
   (now: () => number) =>
   (sub: ReturnType<typeof subscriber>, overrides: Partial<DeliveryOptions> = {}): DeliveryOptions =>
     deliveryOptions({ fetch: sub.fetch, now, random: () => 0.5, timeoutMs: 50, ...overrides });
+
+/**
+ * A webhook test file's setup: before each test the webhook tables are emptied and the clock set to
+ * now (tests move it: `clock.now += …`), after it mocks are restored. `options` are delivery
+ * options on that clock.
+ */
+export function webhookTestSetup() {
+  const clock = { now: Date.now() };
+  beforeEach(async () => {
+    clock.now = Date.now();
+    await emptyWebhookTables();
+  });
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+  return { clock, options: deliveryOptionsAt(() => clock.now) };
+}
 
 export interface Sent {
   body: WebhookQueueMessage;

@@ -2,7 +2,7 @@
 // died, expires idempotency keys, and runs from the cron handler through the real queue.
 import { createScheduledController } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { eventStatement, newEvent } from '../../worker/events/outbox.ts';
 import { runSweep } from '../../worker/webhooks/sweep.ts';
 import worker from '../../worker/index.ts';
@@ -10,34 +10,22 @@ import {
   consume,
   conversations,
   createEndpoint,
-  deliveryOptionsAt,
   emailData,
-  emptyWebhookTables,
   eventMessage,
   recordingEnv,
   SECOND,
   subscriber,
+  webhookTestSetup,
   writeEvent,
 } from './webhook-helpers.ts';
 
-let clock = Date.now();
-const options = deliveryOptionsAt(() => clock);
-
-beforeEach(emptyWebhookTables);
-
-afterEach(() => {
-  vi.restoreAllMocks();
-});
+const { clock, options } = webhookTestSetup();
 
 describe('the sweep', () => {
-  beforeEach(() => {
-    clock = Date.now();
-  });
-
   it('re-dispatches outbox events that never reached the queue, and expires idempotency keys', async () => {
     await createEndpoint();
     const lost = newEvent('email.new', null, emailData());
-    lost.created_at = new Date(clock - 5 * 60 * SECOND).toISOString();
+    lost.created_at = new Date(clock.now - 5 * 60 * SECOND).toISOString();
     await eventStatement(env.DB, lost).run();
     const fresh = newEvent('email.new', null, emailData()); // may still be on its way to the queue
     await eventStatement(env.DB, fresh).run();
@@ -45,11 +33,11 @@ describe('the sweep', () => {
       `INSERT INTO idempotency_keys (key, scope, request_hash, status, created_at, expires_at)
        VALUES ('old', 'POST /emails', 'h', 'completed', 0, ?), ('new', 'POST /emails', 'h', 'completed', 0, ?)`,
     )
-      .bind(clock - 1, clock + 3600 * SECOND)
+      .bind(clock.now - 1, clock.now + 3600 * SECOND)
       .run();
     const { env: testEnv, sent } = recordingEnv();
 
-    expect(await runSweep(testEnv, clock)).toEqual({
+    expect(await runSweep(testEnv, clock.now)).toEqual({
       events: 1,
       retries: 0,
       idempotency_keys: 1,
@@ -84,11 +72,11 @@ describe('the sweep', () => {
     const [{ id }] = (await conversations()) as [{ id: string }];
     // A claim that was never finished: the lease holds it for a while, then the sweep re-sends it.
     await env.DB.prepare('UPDATE webhook_conversations SET next_attempt_at = ? WHERE id = ?')
-      .bind(clock + 75 * SECOND, id)
+      .bind(clock.now + 75 * SECOND, id)
       .run();
     sent.length = 0;
-    expect((await runSweep(testEnv, clock + 60 * SECOND)).retries).toBe(0);
-    expect((await runSweep(testEnv, clock + 140 * SECOND)).retries).toBe(1);
+    expect((await runSweep(testEnv, clock.now + 60 * SECOND)).retries).toBe(0);
+    expect((await runSweep(testEnv, clock.now + 140 * SECOND)).retries).toBe(1);
     expect(sent).toEqual([{ body: { kind: 'delivery', conversation_id: id } }]);
   });
 

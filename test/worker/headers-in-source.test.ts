@@ -1,11 +1,12 @@
 // An email's header block is stored once, in its raw source: the row's content keeps its length,
 // and the headers are read from the source's start when an email is presented with them. Whatever
-// the source, the API gives the very headers parsing the whole message gives.
+// the source, the API gives the very headers parsing the whole message gives. One request's R2 reads
+// (header blocks, bodies over 256 KB) stay within the free plan's subrequests: pages hold fewer emails.
 import { createExecutionContext, env, waitOnExecutionContext } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { createApp } from '../../worker/app.ts';
 import type { Env } from '../../worker/env.ts';
-import { SOURCE_READS_MAX } from '../../worker/emails/source-headers.ts';
+import { EMAIL_READS_MAX } from '../../worker/emails/source-headers.ts';
 import { packContent, unpackContent } from '../../worker/emails/content.ts';
 import { presentEmailSingle, type EmailRow, type StoredBlob } from '../../worker/emails/present.ts';
 import { loadEmailRecords } from '../../worker/emails/store.ts';
@@ -42,6 +43,22 @@ async function storedRow({ id: accountId, db }: { id: string; db: D1Database }, 
     .first<EmailRow & { content: StoredBlob }>();
   return { row: row!, content: await unpackContent(row!.content) };
 }
+
+const app = createApp();
+
+/** One API request through the app with a metered env: its subrequests stay within the free plan's. */
+const metered = async (path: string) => {
+  const meter = newMeter();
+  const ctx = createExecutionContext();
+  const response = await app.fetch(
+    new Request(`https://mail.example.com/api/v1${path}`, { headers: { 'X-API-KEY': ADMIN_KEY } }),
+    meteredEnv(env as Env, meter),
+    ctx,
+  );
+  await waitOnExecutionContext(ctx);
+  expect(meter.subrequests).toBeLessThanOrEqual(LIMITS.subrequests);
+  return { status: response.status, body: (await response.json()) as any, subrequests: meter.subrequests };
+};
 
 const headersOf = async (raw: string) => (await parseMessage(new TextEncoder().encode(raw))).headers;
 
@@ -118,9 +135,9 @@ describe('the header block in the raw source', () => {
     expect(presentEmailSingle(withHeaders!).headers.find((h) => h.name === 'Subject')?.value).toBe('plain');
   });
 
-  it('reads at most SOURCE_READS_MAX sources a request: pages and threads hold fewer emails, the rest follow', async () => {
+  it('reads at most EMAIL_READS_MAX sources a request: pages and threads hold fewer emails, the rest follow', async () => {
     const account = await leased();
-    const total = SOURCE_READS_MAX + 5;
+    const total = EMAIL_READS_MAX + 5;
     const root = `<root-${crypto.randomUUID()}@example.test>`;
     // One change per message, as mail arriving one by one comes: each source in its own segment.
     for (let uid = 1; uid <= total; uid++) {
@@ -130,19 +147,6 @@ describe('the header block in the raw source', () => {
         { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(uid, message)] },
       ]);
     }
-    const app = createApp();
-    const metered = async (path: string) => {
-      const meter = newMeter();
-      const ctx = createExecutionContext();
-      const response = await app.fetch(
-        new Request(`https://mail.example.com/api/v1${path}`, { headers: { 'X-API-KEY': ADMIN_KEY } }),
-        meteredEnv(env as Env, meter),
-        ctx,
-      );
-      await waitOnExecutionContext(ctx);
-      expect(meter.subrequests).toBeLessThanOrEqual(LIMITS.subrequests);
-      return { status: response.status, body: (await response.json()) as any, subrequests: meter.subrequests };
-    };
 
     const seen: string[] = [];
     let cursor = '';
@@ -157,14 +161,14 @@ describe('the header block in the raw source', () => {
       pages.push(page.body.data.length);
       cursor = page.body.cursor ? `&cursor=${encodeURIComponent(page.body.cursor)}` : '';
     } while (cursor);
-    expect(pages).toEqual([SOURCE_READS_MAX, 5]);
+    expect(pages).toEqual([EMAIL_READS_MAX, 5]);
     expect(new Set(seen).size).toBe(total);
 
     const first = (await list(`account_id=${account.id}&subject=${encodeURIComponent('one by one 1')}`)).data.find(
       (e: any) => e.subject === 'one by one 1',
     );
     const thread = await metered(`/${account.id}/emails/${first.id}/thread?limit=250`);
-    expect(thread.body.data).toHaveLength(SOURCE_READS_MAX);
+    expect(thread.body.data).toHaveLength(EMAIL_READS_MAX);
     expect(thread.body.has_more).toBe(true);
 
     // Sources synced together are one segment: their starts are one read, and a page holds them all.
@@ -177,5 +181,27 @@ describe('the header block in the raw source', () => {
     expect(together.body.data).toHaveLength(total);
     expect(together.body.has_more).toBe(false);
     expect(together.subrequests).toBeLessThan(5);
+  });
+
+  it('counts large bodies read from R2 in the same reads: a page of them holds EMAIL_READS_MAX', async () => {
+    const account = await leased();
+    const total = EMAIL_READS_MAX + 5;
+    // Bodies over 256 KB are kept in R2, one read each when the email is listed.
+    const large = 'x'.repeat(270 * 1024);
+    for (let first = 1; first <= total; first += 15) {
+      const messages = Array.from({ length: Math.min(15, total - first + 1) }, (_, i) =>
+        messageIn(first + i, rawMessage({ subject: `large ${first + i}`, text: large })),
+      );
+      await account.stub.applyChanges(account.gateway, [{ type: 'messages', path: 'INBOX', uidvalidity: 1, messages }]);
+    }
+    const pages: number[] = [];
+    let cursor = '';
+    do {
+      const page = await metered(`/emails?account_id=${account.id}&limit=250${cursor}`);
+      for (const email of page.body.data) expect(email.body_plain).toBe(large);
+      pages.push(page.body.data.length);
+      cursor = page.body.cursor ? `&cursor=${encodeURIComponent(page.body.cursor)}` : '';
+    } while (cursor);
+    expect(pages).toEqual([EMAIL_READS_MAX, 5]);
   });
 });

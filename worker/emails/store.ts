@@ -28,7 +28,7 @@ export interface LoadOptions {
 /**
  * Folder ids, attachments, reply targets and R2 bodies for a set of email rows, in a few queries
  * per shard; with `headers`, the header blocks too (source-headers.ts: a list or thread takes only
- * as many emails as `sourceHeadersFit` allows).
+ * as many emails as `readsFit` allows).
  */
 export async function loadEmailRecords(env: Env, rows: EmailRow[], options: LoadOptions = {}): Promise<EmailRecord[]> {
   if (rows.length === 0) return [];

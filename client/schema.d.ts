@@ -3302,7 +3302,7 @@ export interface operations {
                 before?: string;
                 /** @description Search text: every word must appear (subject, body, participants). For contacts: part of the address or name. */
                 q?: string;
-                /** @description `true` adds every header to each email. */
+                /** @description `true` adds every header to each email. Headers are read from the raw sources: a page holds the emails whose headers one request reads (it may hold fewer than `limit`; follow `cursor`). */
                 include_headers?: "true" | "false";
             };
             header?: never;

@@ -36,7 +36,8 @@ export const PARAMETER_DOCS: Record<string, string> = {
   after: 'Dated strictly after this ISO 8601 instant.',
   before: 'Dated strictly before this ISO 8601 instant.',
   q: 'Search text: every word must appear (subject, body, participants). For contacts: part of the address or name.',
-  include_headers: '`true` adds every header to each email.',
+  include_headers:
+    '`true` adds every header to each email. Headers are read from the raw sources: a page holds the emails whose headers one request reads (it may hold fewer than `limit`; follow `cursor`).',
   endpoint_id: 'The endpoint (`we_…`) whose calls to list; required.',
   event_id: 'Only the calls of this event (`evt_…`).',
 };

@@ -315,7 +315,7 @@ export interface paths {
         };
         /**
          * Get an email's conversation
-         * @description Oldest first; Sent copies included, drafts left out.
+         * @description Oldest first; Sent copies included, drafts left out. Each email comes with its headers, read from its raw source: a long conversation whose emails need more reads than one request makes ends early with `has_more` (`GET /emails?thread_id=` lists them all, with a cursor).
          */
         get: operations["getThread"];
         put?: never;

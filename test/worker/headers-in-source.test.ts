@@ -109,6 +109,19 @@ describe('the header block in the raw source', () => {
     const expected = await headersOf(raw);
     expect(content.headers).toEqual(expected);
     expect((await api('GET', `/emails/${row.id}`)).body.headers).toEqual(expected);
+
+    // A source without a blank line is all header block: past 64 KB it is not read back from there.
+    const endless = [
+      'Subject: endless',
+      'From: bob@example.test',
+      ...Array(3000).fill('X-Filler: 0123456789abcdef'),
+    ].join('\r\n');
+    await account.stub.applyChanges(account.gateway, [
+      { type: 'messages', path: 'INBOX', uidvalidity: 1, messages: [messageIn(2, endless)] },
+    ]);
+    const stored = await storedRow(account, 'endless');
+    expect(stored.content.header_length).toBeUndefined();
+    expect((await api('GET', `/emails/${stored.row.id}`)).body.headers).toEqual(await headersOf(endless));
   });
 
   it('reads rows whose content holds the headers, as stored before', async () => {
@@ -203,5 +216,19 @@ describe('the header block in the raw source', () => {
       cursor = page.body.cursor ? `&cursor=${encodeURIComponent(page.body.cursor)}` : '';
     } while (cursor);
     expect(pages).toEqual([EMAIL_READS_MAX, 5]);
+
+    // With headers too: each body and each start of a source counts, and no page reads past the budget.
+    const withHeaders: string[] = [];
+    cursor = '';
+    do {
+      const page = await metered(`/emails?account_id=${account.id}&include_headers=true&limit=250${cursor}`);
+      expect(page.subrequests).toBeLessThanOrEqual(EMAIL_READS_MAX);
+      for (const email of page.body.data) {
+        expect(email.headers.find((h: { name: string }) => h.name === 'Subject')?.value).toBe(email.subject);
+        withHeaders.push(email.subject);
+      }
+      cursor = page.body.cursor ? `&cursor=${encodeURIComponent(page.body.cursor)}` : '';
+    } while (cursor);
+    expect(new Set(withHeaders).size).toBe(total);
   });
 });

@@ -7,7 +7,7 @@
 import type { ModifyResult, ModifyStep } from '../../common/relay.ts';
 import type { Env } from '../env.ts';
 import { emailEventData } from '../emails/events.ts';
-import { presentEmailSingle, type EmailRecord, type EmailRow } from '../emails/present.ts';
+import type { EmailRecord, EmailRow } from '../emails/present.ts';
 import { loadEmail } from '../emails/store.ts';
 import { eventStatement, newEvent, type OutboxEvent } from '../events/outbox.ts';
 import { mainRole } from '../folders/present.ts';
@@ -124,9 +124,10 @@ export async function applyModify(
   result: ModifyResult,
   orphanMark: number,
   orphaning: () => void,
-): Promise<{ email: ReturnType<typeof presentEmailSingle>; events: OutboxEvent[] }> {
+): Promise<{ record: EmailRecord; events: OutboxEvent[] }> {
   const db = env.DB;
-  const before = await loadEmail(env, plan.emailId, accountId);
+  // Headers are read for the answer once the rows are written (durable/mailbox-actions.ts).
+  const before = await loadEmail(env, plan.emailId, accountId, { headers: false });
   if (!before) throw notFound('Email');
   const statements: D1PreparedStatement[] = [];
   const unread = plan.wanted.unread === undefined ? before.row.unread : plan.wanted.unread ? 1 : 0;
@@ -180,7 +181,7 @@ export async function applyModify(
     row.starred !== before.row.starred ||
     row.role !== before.row.role ||
     folderIds.join() !== [...before.folder_ids].sort().join();
-  if (!changed) return { email: presentEmailSingle(before), events: [] };
+  if (!changed) return { record: before, events: [] };
 
   row.updated_at = isoNow();
   const after: EmailRecord = { ...before, row, folder_ids: folderIds };
@@ -190,7 +191,7 @@ export async function applyModify(
     orphaning();
     statements.push(db.prepare('UPDATE emails SET orphaned_at_ms = ? WHERE id = ?').bind(orphanMark, row.id));
     await db.batch(statements);
-    return { email: presentEmailSingle(after), events: [] };
+    return { record: after, events: [] };
   }
   const event = newEvent('email.update', accountId, emailEventData(after));
   statements.push(
@@ -200,5 +201,5 @@ export async function applyModify(
     eventStatement(db, event),
   );
   await db.batch(statements);
-  return { email: presentEmailSingle(after), events: [event] };
+  return { record: after, events: [event] };
 }

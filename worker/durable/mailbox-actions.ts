@@ -14,6 +14,8 @@ import {
   type FolderRequest,
 } from '../commands/folders.ts';
 import { applyModify, planModify, type ModifyWanted } from '../commands/modify.ts';
+import { presentEmailSingle } from '../emails/present.ts';
+import { readSourceHeaders } from '../emails/source-headers.ts';
 import type { Env } from '../env.ts';
 import type { OutboxEvent } from '../events/outbox.ts';
 import { notFound } from '../lib/errors.ts';
@@ -123,7 +125,7 @@ export class MailboxActions {
             ),
           )
         : { uids: [] };
-      const { email, events } = await host.onChangeChain(() => {
+      const { record, events } = await host.onChangeChain(() => {
         // Removed while the gateway carried it out: nothing more is written for the account.
         if (host.store.meta('removed') === '1') throw notFound('Account');
         const mark = host.store.nextOrphanMark();
@@ -131,7 +133,9 @@ export class MailboxActions {
         return applyModify(host.env, accountId, plan, result, mark, () => host.orphaned(mark));
       });
       host.dispatch(events);
-      return email;
+      // The answer's headers are read after the change is written: a failed read cannot undo it.
+      await readSourceHeaders(host.env, [record]);
+      return presentEmailSingle(record);
     });
   }
 

@@ -5,7 +5,7 @@ import { accountEnv, findInShards, groupByShard } from '../shards/spread.ts';
 import { readBlob } from './blobs.ts';
 import { unpackContent } from './content.ts';
 import type { AttachmentRow, EmailRecord, EmailRow, StoredBodies } from './present.ts';
-import { readSourceHeaders } from './source-headers.ts';
+import { readSourceHeaders, readsFit } from './source-headers.ts';
 
 /** The R2 keys of an email's blobs, derived from the account and the email's identity digest. */
 export const blobKeys = {
@@ -20,37 +20,52 @@ export const blobKeys = {
   accountPrefix: (accountId: string) => `accounts/${accountId}/`,
 };
 
-/** What to read besides the rows: `headers`, the header blocks (from the raw sources, where the rows do not hold them). */
+/** What to read besides the rows. */
 export interface LoadOptions {
+  /** The header blocks too (from the raw sources, where the rows do not hold them). */
   headers?: boolean;
+  /**
+   * Only the leading rows whose R2 reads (large bodies; with `headers`, header blocks) one request
+   * makes (source-headers.ts `readsFit`): a list or thread then shows fewer emails.
+   */
+  withinReads?: boolean;
 }
 
 /**
- * Folder ids, attachments, reply targets and R2 bodies for a set of email rows, in a few queries
- * per shard; with `headers`, the header blocks too (source-headers.ts: a list or thread takes only
- * as many emails as `readsFit` allows).
+ * Records of email rows: their bodies (the compressed content, and R2 for large bodies), and folder
+ * ids, attachments and reply targets in a few queries per shard, with R2 read while D1 answers.
  */
 export async function loadEmailRecords(env: Env, rows: EmailRow[], options: LoadOptions = {}): Promise<EmailRecord[]> {
   if (rows.length === 0) return [];
-  const groups = await groupByShard(env, rows);
-  const loaded = new Map<string, EmailRecord>();
+  // What the rows hold themselves first: local work, which tells what R2 reads the rest takes.
+  const inline = await Promise.all(rows.map((row) => (row.content ? unpackContent(row.content) : undefined)));
+  let records: EmailRecord[] = rows.map((row, i) => ({
+    row,
+    folder_ids: [],
+    attachments: [],
+    in_reply_to_id: null,
+    bodies: inline[i],
+  }));
+  if (options.withinReads) records = records.slice(0, readsFit(records, { headers: options.headers === true }));
+  const fromR2 = Promise.all([readLargeBodies(env, records), options.headers ? readSourceHeaders(env, records) : null]);
+  fromR2.catch(() => {}); // awaited below; a failure surfaces there, not as an unhandled rejection
+  const byId = new Map(records.map((r) => [r.row.id, r]));
+  const groups = await groupByShard(
+    env,
+    records.map((r) => r.row),
+  );
   for (const group of groups)
-    for (const record of await loadShardRecords(group.env, group.rows)) loaded.set(record.row.id, record);
-  const records = rows.map((row) => loaded.get(row.id)!);
-  if (options.headers) await readSourceHeaders(env, records);
+    await fillFromShard(
+      group.env,
+      group.rows.map((row) => byId.get(row.id)!),
+    );
+  await fromR2;
   return records;
 }
 
-/** `loadEmailRecords` of rows that all live in env.DB. */
-async function loadShardRecords(env: Env, rows: EmailRow[]): Promise<EmailRecord[]> {
-  // R2 reads (large bodies, header blocks in sources) go on while D1 answers.
-  const bodies = Promise.all(rows.map((row) => storedBodies(env, row)));
-  bodies.catch(() => {}); // awaited below; a failure surfaces there, not as an unhandled rejection
-  const folderIds = new Map<string, string[]>();
-  const attachments = new Map<string, AttachmentRow[]>();
-  const replyTargets = new Map<string, string>();
-
-  const ids = JSON.stringify(rows.map((r) => r.id));
+/** Folder ids, attachments and reply targets of records whose rows all live in env.DB. */
+async function fillFromShard(env: Env, records: EmailRecord[]): Promise<void> {
+  const ids = JSON.stringify(records.map((r) => r.row.id));
   const [folders, atts] = await env.DB.batch([
     env.DB.prepare(
       'SELECT email_id, folder_id FROM email_folders WHERE email_id IN (SELECT value FROM json_each(?)) ORDER BY folder_id',
@@ -59,43 +74,40 @@ async function loadShardRecords(env: Env, rows: EmailRow[]): Promise<EmailRecord
       ids,
     ),
   ]);
-  for (const f of (folders?.results ?? []) as { email_id: string; folder_id: string }[]) {
-    folderIds.set(f.email_id, [...(folderIds.get(f.email_id) ?? []), f.folder_id]);
-  }
-  for (const a of (atts?.results ?? []) as AttachmentRow[]) {
-    attachments.set(a.email_id, [...(attachments.get(a.email_id) ?? []), a]);
-  }
+  const byId = new Map(records.map((r) => [r.row.id, r]));
+  for (const f of (folders?.results ?? []) as { email_id: string; folder_id: string }[])
+    byId.get(f.email_id)?.folder_ids.push(f.folder_id);
+  for (const a of (atts?.results ?? []) as AttachmentRow[]) byId.get(a.email_id)?.attachments.push(a);
 
   // In-reply-to targets, per account (message ids are only meaningful inside one mailbox).
-  const wanted = rows.filter((r) => r.in_reply_to).map((r) => [r.account_id, r.in_reply_to]);
-  if (wanted.length) {
-    const { results } = await env.DB.prepare(
-      `SELECT e.id, e.account_id, e.message_id FROM json_each(?) j
-       JOIN emails e ON e.account_id = json_extract(j.value, '$[0]') AND e.message_id = json_extract(j.value, '$[1]')`,
-    )
-      .bind(JSON.stringify(wanted))
-      .all<{ id: string; account_id: string; message_id: string }>();
-    for (const r of results) replyTargets.set(`${r.account_id} ${r.message_id}`, r.id);
-  }
-
-  const stored = await bodies;
-  return rows.map((row, i) => ({
-    row,
-    folder_ids: folderIds.get(row.id) ?? [],
-    attachments: attachments.get(row.id) ?? [],
-    in_reply_to_id: row.in_reply_to ? (replyTargets.get(`${row.account_id} ${row.in_reply_to}`) ?? null) : null,
-    bodies: stored[i],
-  }));
+  const wanted = records.filter((r) => r.row.in_reply_to).map((r) => [r.row.account_id, r.row.in_reply_to]);
+  if (wanted.length === 0) return;
+  const { results } = await env.DB.prepare(
+    `SELECT e.id, e.account_id, e.message_id FROM json_each(?) j
+     JOIN emails e ON e.account_id = json_extract(j.value, '$[0]') AND e.message_id = json_extract(j.value, '$[1]')`,
+  )
+    .bind(JSON.stringify(wanted))
+    .all<{ id: string; account_id: string; message_id: string }>();
+  const targets = new Map(results.map((r) => [`${r.account_id} ${r.message_id}`, r.id]));
+  for (const record of records)
+    if (record.row.in_reply_to)
+      record.in_reply_to_id = targets.get(`${record.row.account_id} ${record.row.in_reply_to}`) ?? null;
 }
 
-/** What the row's text columns do not hold: its `content`, and what R2 keeps of it. */
-async function storedBodies(env: Env, row: EmailRow): Promise<StoredBodies | undefined> {
-  if (!row.content && !row.body_key) return undefined;
-  const [inline, outside] = await Promise.all([
-    row.content ? unpackContent(row.content) : {},
-    row.body_key ? loadBodies(env, row.body_key) : {},
-  ]);
-  return { ...inline, ...outside };
+/**
+ * What R2 keeps of the records' bodies (too large for the row), over what their content holds: into
+ * the same object, which the header reads fill at the same time.
+ */
+async function readLargeBodies(env: Env, records: EmailRecord[]): Promise<void> {
+  await Promise.all(
+    records
+      .filter((r) => r.row.body_key)
+      .map(async (record) => {
+        const outside = await loadBodies(env, record.row.body_key!);
+        if (record.bodies) Object.assign(record.bodies, outside);
+        else record.bodies = outside;
+      }),
+  );
 }
 
 async function loadBodies(env: Env, key: string): Promise<StoredBodies> {

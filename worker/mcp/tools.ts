@@ -98,7 +98,7 @@ const DEFINITIONS: ToolDefinition[] = [
         emails: answer.data.map((email: never) => emailText(email, 0, THREAD_BODY_LIMIT)),
         has_more: answer.has_more,
       },
-      summary: `${count(answer.data.length, 'email')} in the conversation${answer.has_more ? ' (more: raise limit)' : ''}`,
+      summary: `${count(answer.data.length, 'email')} in the conversation${answer.has_more ? ' (more: raise limit, or search_emails with its thread_id)' : ''}`,
     }),
   },
   {

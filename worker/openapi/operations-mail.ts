@@ -202,7 +202,8 @@ export const MAIL_OPERATIONS: Operation[] = [
     operationId: 'getThread',
     tag: 'Emails',
     summary: "Get an email's conversation",
-    description: 'Oldest first; Sent copies included, drafts left out.',
+    description:
+      'Oldest first; Sent copies included, drafts left out. Each email comes with its headers, read from its raw source: a long conversation whose emails need more reads than one request makes ends early with `has_more` (`GET /emails?thread_id=` lists them all, with a cursor).',
     query: ThreadQuery,
     ok: Thread,
     errors: [400, 404],

@@ -3,7 +3,6 @@ import type { AppEnv } from '../env.ts';
 import { presentEmailList, presentEmailSingle, type EmailRow } from '../emails/present.ts';
 import { buildEmailQuery, DraftListQuery, EmailListQuery, filtersKey } from '../emails/query.ts';
 import { readBlob } from '../emails/blobs.ts';
-import { readSourceHeaders, readsFit } from '../emails/source-headers.ts';
 import { loadEmail, loadEmailRecords, type LoadOptions } from '../emails/store.ts';
 import { notFound } from '../lib/errors.ts';
 import { parseId } from '../lib/ids.ts';
@@ -26,9 +25,6 @@ function contentDisposition(kind: 'attachment' | 'inline', filename: string): st
   const ascii = filename.replace(/[^\x20-\x7e]|["\\]/g, '_') || 'attachment';
   return `${kind}; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename)}`;
 }
-
-const NO_HEADERS = { headers: false };
-const WITH_HEADERS = { headers: true };
 
 /** For the routes that answer with an email's source or attachments, not its headers. */
 const WITHOUT_HEADERS: LoadOptions = { headers: false };
@@ -57,19 +53,10 @@ async function listEmails(c: Context<AppEnv>, draftsOnly: boolean) {
       );
   // A page holds the emails whose R2 reads (large bodies; with headers, header blocks) one request
   // makes (emails/source-headers.ts); the next page goes on.
-  const page = rows.slice(0, q.limit);
-  const loaded = await loadEmailRecords(
-    c.env,
-    page.slice(
-      0,
-      readsFit(
-        page.map((row) => ({ row })),
-        NO_HEADERS,
-      ),
-    ),
-  );
-  const records = q.include_headers ? loaded.slice(0, readsFit(loaded, WITH_HEADERS)) : loaded;
-  if (q.include_headers) await readSourceHeaders(c.env, records);
+  const records = await loadEmailRecords(c.env, rows.slice(0, q.limit), {
+    headers: q.include_headers,
+    withinReads: true,
+  });
   const byId = new Map(records.map((r) => [r.row.id, r]));
   return cursorList(
     draftsOnly ? 'Drafts' : 'Emails',

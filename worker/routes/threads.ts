@@ -3,7 +3,6 @@ import type { Context } from 'hono';
 import { z } from 'zod';
 import type { AppEnv } from '../env.ts';
 import { presentEmailSingle, type EmailRow } from '../emails/present.ts';
-import { readSourceHeaders, readsFit } from '../emails/source-headers.ts';
 import { loadEmailRecords } from '../emails/store.ts';
 import { limitParam } from '../lib/paging.ts';
 import { parseQuery } from '../lib/validation.ts';
@@ -24,19 +23,7 @@ export async function getThread(c: Context<AppEnv>, accountParam: string) {
     .all<EmailRow>();
   // The emails whose R2 reads (large bodies, header blocks) one request makes (emails/source-headers.ts);
   // has_more tells of the rest.
-  const page = rows.slice(0, limit);
-  const loaded = await loadEmailRecords(
-    c.env,
-    page.slice(
-      0,
-      readsFit(
-        page.map((row) => ({ row })),
-        { headers: false },
-      ),
-    ),
-  );
-  const records = loaded.slice(0, readsFit(loaded, { headers: true }));
-  await readSourceHeaders(c.env, records);
+  const records = await loadEmailRecords(c.env, rows.slice(0, limit), { headers: true, withinReads: true });
   return {
     object: 'Thread' as const,
     id: email.row.thread_id,

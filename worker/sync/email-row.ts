@@ -63,7 +63,8 @@ const foldedSubject = (subject: string): string => {
  * own (line ends judged from more than its header block) keeps its headers in the row.
  */
 function headersReadableFromSource(raw: Uint8Array, mail: ParsedMessage, headersJson: string): boolean {
-  if (mail.headers.length === 0 || mail.header_length > raw.length) return false;
+  // A longer block (or a source without a blank line, all "header") is kept whole in R2 as before.
+  if (mail.headers.length === 0 || mail.header_length > Math.min(raw.length, INLINE_HEADERS_MAX_BYTES)) return false;
   return JSON.stringify(sourceHeaders(raw.subarray(0, mail.header_length))) === headersJson;
 }
 
